@@ -1,0 +1,63 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what
+# they need: Python tools into .venv at the repository root, the Kubernetes control
+# plane and its tools (built from pinned Go modules) into a cache outside the repo
+# (MGJ_CACHE_DIR, default ~/.cache/multigpu-operator).
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+VENV_STAMP := $(VENV)/.installed
+CLUSTER := $(BIN)/python tests/cluster/localcluster.py
+
+.PHONY: help demo test venv tools lint typecheck unit integration cluster-up cluster-down clean
+
+help:
+	@echo "make demo          start the local control plane with simulated GPU nodes and show them"
+	@echo "make test          install everything, then lint, type checks, unit and integration tests"
+	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it"
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV_STAMP)
+
+tools:
+	bash tests/cluster/build-tools.sh >/dev/null
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest tests/unit
+
+integration: venv tools
+	$(BIN)/pytest tests/integration
+
+test: venv tools lint typecheck
+	$(BIN)/pytest tests
+
+cluster-up: venv tools
+	$(CLUSTER) up
+
+cluster-down: venv tools
+	$(CLUSTER) down
+
+demo: venv tools
+	$(CLUSTER) up
+	@kubeconfig=$$($(CLUSTER) kubeconfig); \
+	  kubectl=$$(bash tests/cluster/build-tools.sh 2>/dev/null | sed -n 's/^K8S_BIN=//p')/kubectl; \
+	  echo; echo "Simulated GPU nodes (KUBECONFIG=$$kubeconfig):"; \
+	  $$kubectl --kubeconfig $$kubeconfig get nodes \
+	    -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,TAINTS:.spec.taints[*].key,STATUS:.status.conditions[?(@.type=="Ready")].type'
+	@echo; echo "Stop it with: make cluster-down"
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds the local control plane and its tools from the Go modules pinned under
+# tests/cluster/go/ into a cache outside the repository, keyed by version:
+#   $MGJ_CACHE_DIR/bin/<tool>-<version>/<binary>
+# Idempotent: a binary that is already there is not rebuilt. Each build writes
+# into a temporary directory and is renamed into place only when it succeeded,
+# so an interrupted run never leaves a half-built tool that looks complete.
+# Prints the bin directories as KEY=path lines on stdout (for `eval`/sourcing);
+# progress goes to stderr.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache="${MGJ_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/multigpu-operator}"
+export CGO_ENABLED=0
+
+log() { echo "build-tools: $*" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+
+command -v go >/dev/null || fail "go is not installed (Go >= 1.26 is required)"
+
+# module_version DIR MODULE: the version DIR's go.mod pins for MODULE.
+module_version() {
+  (cd "$1" && go list -m -f '{{.Version}}' "$2") || fail "reading the version of $2 in $1"
+}
+
+# module_time DIR MODULE VERSION: the module's publication time (for build dates).
+module_time() {
+  (cd "$1" && go mod download -json "$2@$3" | sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' | head -n1)
+}
+
+# build_into NAME VERSION DIR LDFLAGS TAGS PKG...: build PKGs into the cache.
+build_into() {
+  local name=$1 version=$2 dir=$3 ldflags=$4 tags=$5
+  shift 5
+  local dest="$cache/bin/$name-$version"
+  local missing=0 pkg
+  for pkg in "$@"; do
+    [ -x "$dest/$(basename "$pkg")" ] || missing=1
+  done
+  if [ "$missing" = 0 ]; then
+    log "$name $version: cached in $dest"
+    echo "$dest"
+    return
+  fi
+  log "$name $version: building $* (first build takes minutes)"
+  mkdir -p "$cache/bin"
+  local tmp
+  tmp="$(mktemp -d "$cache/bin/.$name-$version.XXXXXX")"
+  local start=$SECONDS
+  (cd "$dir" && go build -trimpath -tags="$tags" -ldflags="$ldflags" -o "$tmp/" "$@") >&2 \
+    || { rm -rf "$tmp"; fail "go build of $name $version ($*) in $dir"; }
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+  log "$name $version: built in $((SECONDS - start)) s"
+  echo "$dest"
+}
+
+# Kubernetes servers and kubectl, plus etcd from the same module graph.
+k8s_dir="$here/go/k8s"
+k8s_version="$(module_version "$k8s_dir" k8s.io/kubernetes)"
+etcd_version="$(module_version "$k8s_dir" go.etcd.io/etcd/server/v3)"
+k8s_date="$(module_time "$k8s_dir" k8s.io/kubernetes "$k8s_version")"
+k8s_minor="$(echo "$k8s_version" | cut -d. -f2)"
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  # Without these the binaries report v0.0.0-master and kwokctl picks
+  # flags meant for another release.
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$k8s_minor"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$k8s_date"
+done
+k8s_bin="$(build_into k8s "$k8s_version" "$k8s_dir" "-s -w$k8s_ldflags" "selinux,notest" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)"
+etcd_bin="$(build_into etcd "$etcd_version" "$k8s_dir" \
+  "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" "" ./cmd/etcd)"
+
+# kwok (the node and pod simulator) and kwokctl (which runs the cluster).
+kwok_dir="$here/go/kwok"
+kwok_version="$(module_version "$kwok_dir" sigs.k8s.io/kwok)"
+kwok_bin="$(build_into kwok "$kwok_version" "$kwok_dir" \
+  "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v} -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${k8s_version#v}" "" \
+  sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl)"
+
+# helm (chart lint/template/install) and promtool (alert rule tests).
+helm_dir="$here/go/helm"
+helm_version="$(module_version "$helm_dir" helm.sh/helm/v4)"
+helm_bin="$(build_into helm "$helm_version" "$helm_dir" \
+  "-s -w -X helm.sh/helm/v4/internal/version.version=$helm_version -X helm.sh/helm/v4/internal/version.gitTreeState=clean" "" \
+  helm.sh/helm/v4/cmd/helm)"
+prom_dir="$here/go/promtool"
+prom_version="$(module_version "$prom_dir" github.com/prometheus/prometheus)"
+prom_bin="$(build_into promtool "$prom_version" "$prom_dir" \
+  "-s -w" "remove_all_sd" github.com/prometheus/prometheus/cmd/promtool)"
+
+echo "K8S_BIN=$k8s_bin"
+echo "K8S_VERSION=$k8s_version"
+echo "ETCD_BIN=$etcd_bin"
+echo "KWOK_BIN=$kwok_bin"
+echo "HELM_BIN=$helm_bin"
+echo "PROMTOOL_BIN=$prom_bin"

@@ -1,0 +1,345 @@
+"""A local Kubernetes control plane with simulated GPU nodes, for tests and the demo.
+
+Real kube-apiserver, etcd, kube-scheduler and kube-controller-manager, started
+by kwokctl's binary runtime from binaries that ``build-tools.sh`` built from
+pinned Go modules; kwok simulates the nodes and the pod lifecycle. Everything
+listens on 127.0.0.1 only.
+
+Command line::
+
+    python tests/cluster/localcluster.py up [--gpu-nodes 4 --gpus-per-node 8]
+    python tests/cluster/localcluster.py down
+    python tests/cluster/localcluster.py kubeconfig
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+STAGES_FILE = HERE / "stages.yaml"
+DEFAULT_NAME = "mgj"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+
+
+def cache_dir() -> Path:
+    """The cache outside the repository that holds binaries and cluster state."""
+    if env := os.environ.get("MGJ_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "multigpu-operator"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Paths of the binaries built by build-tools.sh."""
+
+    k8s_bin: Path
+    k8s_version: str
+    etcd_bin: Path
+    kwok_bin: Path
+    helm_bin: Path
+    promtool_bin: Path
+
+    @property
+    def kubectl(self) -> Path:
+        return self.k8s_bin / "kubectl"
+
+    @property
+    def kwokctl(self) -> Path:
+        return self.kwok_bin / "kwokctl"
+
+    @property
+    def helm(self) -> Path:
+        return self.helm_bin / "helm"
+
+    @property
+    def promtool(self) -> Path:
+        return self.promtool_bin / "promtool"
+
+    @property
+    def path_entries(self) -> list[Path]:
+        """Directories to put on PATH so kubectl, helm, promtool resolve to ours."""
+        return [self.k8s_bin, self.etcd_bin, self.kwok_bin, self.helm_bin, self.promtool_bin]
+
+
+def build_tools() -> Tools:
+    """Build (or find in the cache) every binary; raises with the failing step."""
+    proc = subprocess.run(
+        ["bash", str(HERE / "build-tools.sh")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError("building the control plane failed; see build-tools output above")
+    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    return Tools(
+        k8s_bin=Path(values["K8S_BIN"]),
+        k8s_version=values["K8S_VERSION"],
+        etcd_bin=Path(values["ETCD_BIN"]),
+        kwok_bin=Path(values["KWOK_BIN"]),
+        helm_bin=Path(values["HELM_BIN"]),
+        promtool_bin=Path(values["PROMTOOL_BIN"]),
+    )
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """One kwokctl cluster with its state under the cache directory."""
+
+    tools: Tools
+    name: str = DEFAULT_NAME
+
+    @property
+    def workdir(self) -> Path:
+        return cache_dir() / "kwok"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "clusters" / self.name / "kubeconfig.yaml"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.workdir)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["PATH"] = os.pathsep.join([*map(str, self.tools.path_entries), env.get("PATH", "")])
+        return env
+
+    def kwokctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.tools.kwokctl), "--name", self.name, *args],
+            env=self.env(),
+            text=True,
+            capture_output=True,
+            check=check,
+        )
+
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.tools.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            text=True,
+            capture_output=True,
+            check=check,
+        )
+
+    def is_healthy(self) -> bool:
+        if not self.kubeconfig.exists():
+            return False
+        probe = subprocess.run(
+            [
+                str(self.tools.kubectl),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--request-timeout=3s",
+                "get",
+                "--raw",
+                "/readyz",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return probe.returncode == 0 and probe.stdout.strip() == "ok"
+
+    def up(self, gpu_nodes: int = 4, gpus_per_node: int = 8, cpu_nodes: int = 1) -> None:
+        """Start the cluster (or reuse a healthy one) and make sure its nodes exist."""
+        if not self.is_healthy():
+            # A stale cluster (processes killed, machine rebooted) is removed first.
+            self.kwokctl("delete", "cluster", check=False)
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as cfg:
+                yaml.safe_dump_all(self._config_documents(), cfg)
+            try:
+                created = self.kwokctl(
+                    "create", "cluster", "--config", cfg.name, "--wait", "120s", check=False
+                )
+            finally:
+                os.unlink(cfg.name)
+            if created.returncode != 0:
+                raise RuntimeError(
+                    f"kwokctl create cluster failed:\n{created.stdout}\n{created.stderr}"
+                )
+        self._ensure_nodes(gpu_nodes, gpus_per_node, cpu_nodes)
+
+    def down(self) -> None:
+        """Stop every process of the cluster and remove its state."""
+        self.kwokctl("delete", "cluster", check=False)
+        leftovers = self.running_processes()
+        if leftovers:
+            raise RuntimeError(f"processes still running after delete: {leftovers}")
+
+    def running_processes(self) -> list[str]:
+        """Command lines of live processes that belong to this cluster."""
+        marker = str(self.workdir / "clusters" / self.name)
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                found.append(cmdline.strip())
+        return found
+
+    def _config_documents(self) -> list[dict[str, Any]]:
+        k8s = self.tools.k8s_bin
+        options = {
+            "runtime": "binary",
+            "bindAddress": "127.0.0.1",
+            "kubeVersion": self.tools.k8s_version,
+            "kubeApiserverBinary": str(k8s / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(k8s / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(k8s / "kube-scheduler"),
+            "kubectlBinary": str(k8s / "kubectl"),
+            "etcdBinary": str(self.tools.etcd_bin / "etcd"),
+            "kwokControllerBinary": str(self.tools.kwok_bin / "kwok"),
+            "kubeAuthorization": True,
+            "nodeLeaseDurationSeconds": 40,
+            # Benchmarks measure the operator, not the simulator's rate limits.
+            "disableQPSLimits": True,
+        }
+        config: dict[str, Any] = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": options,
+            "componentsPatches": [
+                {
+                    "name": "kube-apiserver",
+                    "extraArgs": [
+                        {"key": "advertise-address", "value": "127.0.0.1"},
+                        {"key": "endpoint-reconciler-type", "value": "none"},
+                    ],
+                }
+            ],
+        }
+        stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))
+        return [config, *stages]
+
+    def _ensure_nodes(self, gpu_nodes: int, gpus_per_node: int, cpu_nodes: int) -> None:
+        existing = set(self.kubectl("get", "nodes", "-o", "name").stdout.split())
+        wanted = [gpu_node(f"gpu-node-{i}", gpus_per_node) for i in range(gpu_nodes)]
+        wanted += [cpu_node(f"cpu-node-{i}") for i in range(cpu_nodes)]
+        missing = [n for n in wanted if f"node/{n['metadata']['name']}" not in existing]
+        if missing:
+            # `create`, not apply: a Node's status is only taken on create.
+            self.kubectl(
+                "create",
+                "-f",
+                "-",
+                stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": missing}),
+            )
+        self.wait_nodes_ready([n["metadata"]["name"] for n in wanted])
+
+    def wait_nodes_ready(self, names: list[str], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.kubectl("get", "nodes", "-o", "json").stdout
+            ready = {
+                n["metadata"]["name"]
+                for n in json.loads(out)["items"]
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n.get("status", {}).get("conditions", [])
+                )
+            }
+            if set(names) <= ready:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"nodes not Ready after {timeout}s: {sorted(set(names) - ready)}"
+                )
+            time.sleep(0.5)
+
+
+def _node(name: str, labels: dict[str, str], resources: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            # kwok manages only nodes that carry this annotation.
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name,
+                "type": "kwok",
+                **labels,
+            },
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def gpu_node(name: str, gpus: int) -> dict[str, Any]:
+    """A node like a GPU-operator-managed one: GPU labels, resource and taint."""
+    node = _node(
+        name,
+        {
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.count": str(gpus),
+            "nvidia.com/gpu.product": GPU_PRODUCT,
+            "nvidia.com/gpu.memory": "81559",
+        },
+        {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: str(gpus)},
+    )
+    node["spec"] = {"taints": [{"key": GPU_RESOURCE, "effect": "NoSchedule"}]}
+    return node
+
+
+def cpu_node(name: str) -> dict[str, Any]:
+    """An untainted node without GPUs, for CPU-only pods."""
+    return _node(name, {}, {"cpu": "32", "memory": "128Gi", "pods": "110"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the cluster (or reuse a running one)")
+    up.add_argument("--gpu-nodes", type=int, default=4)
+    up.add_argument("--gpus-per-node", type=int, default=8)
+    up.add_argument("--cpu-nodes", type=int, default=1)
+    sub.add_parser("down", help="stop the cluster and leave nothing running")
+    sub.add_parser("kubeconfig", help="print the kubeconfig path")
+    sub.add_parser("tools", help="build the binaries and print their directories")
+    args = parser.parse_args(argv)
+
+    tools = build_tools()
+    cluster = LocalCluster(tools)
+    if args.command == "up":
+        start = time.monotonic()
+        cluster.up(args.gpu_nodes, args.gpus_per_node, args.cpu_nodes)
+        print(f"cluster {cluster.name} ready in {time.monotonic() - start:.1f}s", file=sys.stderr)
+        print(cluster.kubeconfig)
+    elif args.command == "down":
+        cluster.down()
+        print(f"cluster {cluster.name} stopped", file=sys.stderr)
+    elif args.command == "kubeconfig":
+        print(cluster.kubeconfig)
+    else:
+        for entry in tools.path_entries:
+            print(entry)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

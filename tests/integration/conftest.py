@@ -1,0 +1,48 @@
+"""Fixtures for tests against the local control plane.
+
+The cluster is started once per session (or a running one is reused) and stopped at
+the end if this session started it. A build or start failure is an ERROR, never a
+skip: integration tests must not pass by not running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+
+from cluster.localcluster import LocalCluster, build_tools
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator[LocalCluster]:
+    cluster = LocalCluster(build_tools())
+    reused = cluster.is_healthy()
+    cluster.up()
+    yield cluster
+    if not reused and not os.environ.get("MGJ_KEEP_CLUSTER"):
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def api_client(local_cluster: LocalCluster) -> client.ApiClient:
+    return config.new_client_from_config(config_file=str(local_cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def core(api_client: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (without waiting for it)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)

@@ -1,0 +1,62 @@
+"""Fast checks of the local cluster's definitions (no processes started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.localcluster import GPU_RESOURCE, cpu_node, gpu_node
+
+STAGES = Path(__file__).parents[1] / "cluster" / "stages.yaml"
+
+
+def stages() -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in yaml.safe_load_all(STAGES.read_text())}
+
+
+def selector_keys(stage: dict[str, Any]) -> dict[str, str]:
+    return {e["key"]: e["operator"] for e in stage["spec"]["selector"]["matchExpressions"]}
+
+
+def test_every_lifecycle_step_has_a_stage() -> None:
+    assert set(stages()) == {
+        "node-initialize",
+        "node-heartbeat-with-lease",
+        "pod-create",
+        "pod-init-container-running",
+        "pod-init-container-completed",
+        "pod-ready",
+        "pod-complete",
+        "pod-delete",
+        "mgj-pod-succeed",
+        "mgj-pod-fail",
+        "mgj-pod-fail-at-start",
+    }
+
+
+@pytest.mark.parametrize(
+    ("stage", "annotation", "operator"),
+    [
+        # kwok picks randomly among matching stages, so ours must exclude each other.
+        ("pod-ready", "sim.multigpu.dev/fail-at-start", "DoesNotExist"),
+        ("mgj-pod-fail-at-start", "sim.multigpu.dev/fail-at-start", "Exists"),
+        ("mgj-pod-succeed", "sim.multigpu.dev/fail-after", "DoesNotExist"),
+        ("mgj-pod-fail", "sim.multigpu.dev/fail-after", "Exists"),
+    ],
+)
+def test_annotation_stages_are_mutually_exclusive(
+    stage: str, annotation: str, operator: str
+) -> None:
+    key = f'.metadata.annotations["{annotation}"]'
+    assert selector_keys(stages()[stage])[key] == operator
+
+
+def test_gpu_node_looks_like_a_gpu_operator_node() -> None:
+    node = gpu_node("n", 8)
+    assert node["status"]["allocatable"][GPU_RESOURCE] == "8"
+    assert node["metadata"]["labels"]["nvidia.com/gpu.count"] == "8"
+    assert node["spec"]["taints"] == [{"key": GPU_RESOURCE, "effect": "NoSchedule"}]
+    assert "spec" not in cpu_node("c")
