@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from pathlib import Path
 from collections.abc import Iterator
 
 import pytest
@@ -46,3 +47,18 @@ def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> Iterato
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def installed_crd(local_cluster: LocalCluster) -> LocalCluster:
+    """The MultiGPUJob CRD from manifests/crd, applied and Established."""
+    local_cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests/crd")
+    )
+    local_cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=30s", "crd/multigpujobs.multigpu.dev"
+    )
+    return local_cluster
