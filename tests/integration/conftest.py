@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client, config
