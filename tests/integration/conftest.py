@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
 from cluster.localcluster import LocalCluster, build_tools
+from support.operator_process import OperatorProcess
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +63,27 @@ def installed_crd(local_cluster: LocalCluster) -> LocalCluster:
         "wait", "--for=condition=Established", "--timeout=30s", "crd/multigpujobs.multigpu.dev"
     )
     return local_cluster
+
+
+@pytest.fixture
+def operator(
+    installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
+    """The operator as a real process, watching only this test's namespace."""
+    proc = OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / "operator.log")
+    proc.start()
+    yield proc
+    proc.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"--- operator log ({namespace}) ---\n{proc.log()}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Lets fixtures see whether the test body failed (to print the operator's log).
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

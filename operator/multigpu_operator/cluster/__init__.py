@@ -1,0 +1,1 @@
+"""The only layer that performs I/O against the Kubernetes API server."""

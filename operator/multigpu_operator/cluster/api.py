@@ -1,0 +1,178 @@
+"""The one layer that talks to the API server (async, never blocking the loop).
+
+Everything above this module works on plain dicts; this module turns them into
+requests and maps API errors to the few outcomes the controller cares about.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+from multigpu_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from multigpu_operator.metrics import API_REQUESTS
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "multigpu-operator"
+
+
+class Gone(Exception):
+    """A watch's resourceVersion is too old: list again."""
+
+
+async def connect(pool_size: int = 64) -> client.ApiClient:
+    """An API client from the in-cluster service account, else KUBECONFIG."""
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except ConfigException:
+        await config.load_kube_config(
+            config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg
+        )
+    # Pods of many jobs are created concurrently; the default pool (4) serialises them.
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(cfg)
+
+
+@dataclass
+class Kube:
+    """Typed entry points for the calls the operator makes."""
+
+    api: client.ApiClient
+
+    def __post_init__(self) -> None:
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.events = client.EventsV1Api(self.api)
+
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
+        """Create a pod; False if it already exists (a retry after a crash)."""
+        API_REQUESTS.labels("create", "pods").inc()
+        return await _create(
+            self.core.create_namespaced_pod(namespace, pod, field_manager=FIELD_MANAGER)
+        )
+
+    async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
+        API_REQUESTS.labels("create", "services").inc()
+        return await _create(
+            self.core.create_namespaced_service(namespace, service, field_manager=FIELD_MANAGER)
+        )
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        API_REQUESTS.labels("delete", "pods").inc()
+        try:
+            await self.core.delete_namespaced_pod(name, namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+
+    async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch the status subresource (never the spec: GitOps sees no drift)."""
+        API_REQUESTS.labels("patch", "multigpujobs/status").inc()
+        await self.custom.patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            {"status": dict(status)},
+            _content_type="application/merge-patch+json",
+        )
+
+    async def post_event(
+        self, job: Mapping[str, Any], type_: str, reason: str, message: str
+    ) -> None:
+        """An events.k8s.io Event on the job; failures are logged, never raised."""
+        API_REQUESTS.labels("create", "events").inc()
+        meta = job["metadata"]
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}"},
+            "eventTime": now,
+            "reportingController": f"{GROUP}/operator",
+            "reportingInstance": os.environ.get("HOSTNAME", "multigpu-operator"),
+            "action": reason,
+            "reason": reason,
+            "note": message[:1024],
+            "type": type_,
+            "regarding": {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid", ""),
+            },
+        }
+        try:
+            await self.events.create_namespaced_event(meta["namespace"], body)
+        except ApiException as err:
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], err.reason)
+
+    def _pod_list_call(self, namespace: str | None, **kwargs: Any) -> Any:
+        if namespace:
+            return self.core.list_namespaced_pod(namespace, **kwargs)
+        return self.core.list_pod_for_all_namespaces(**kwargs)
+
+    async def list_pods(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Pods matching `selector` (in one namespace or all), and the list's resourceVersion."""
+        API_REQUESTS.labels("list", "pods").inc()
+        resp = await self._pod_list_call(namespace, label_selector=selector, _preload_content=False)
+        data = json.loads(await resp.read())
+        return data["items"], data["metadata"]["resourceVersion"]
+
+    async def watch_pods(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ({type, object}) for matching pods, from `resource_version`."""
+        API_REQUESTS.labels("watch", "pods").inc()
+        resp = await self._pod_list_call(
+            namespace,
+            label_selector=selector,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=timeout_seconds + 30,
+        )
+        async with resp:
+            async for line in resp.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event["type"] == "ERROR":
+                    if event["object"].get("code") == 410:
+                        raise Gone(event["object"].get("message", "gone"))
+                    raise ApiException(
+                        status=event["object"].get("code"), reason=event["object"].get("message")
+                    )
+                yield event
+
+
+async def _create(request: Any) -> bool:
+    try:
+        await request
+    except ApiException as err:
+        if err.status == 409:
+            return False
+        raise
+    return True

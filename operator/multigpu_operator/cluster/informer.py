@@ -1,0 +1,143 @@
+"""A label-selected pod cache: list once, then watch, relisting when the watch expires.
+
+Only pods carrying the job label are asked for (the API server filters), and each is
+kept trimmed to the fields the controller reads, so memory grows with the
+operator's own pods, never with the cluster's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
+from multigpu_operator.cluster.api import Gone, Kube
+
+log = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]  # (namespace, job name)
+
+
+def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep what status policy, reconciliation and metrics read."""
+    meta = pod["metadata"]
+    status = pod.get("status", {})
+    owners = [
+        {"uid": ref["uid"]} for ref in meta.get("ownerReferences", []) if ref.get("controller")
+    ]
+    return {
+        "metadata": {
+            "ownerReferences": owners,
+            **{
+                k: meta[k]
+                for k in (
+                    "name",
+                    "namespace",
+                    "uid",
+                    "labels",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "resourceVersion",
+                )
+                if k in meta
+            },
+        },
+        "spec": {"nodeName": pod.get("spec", {}).get("nodeName")},
+        "status": {
+            k: status[k]
+            for k in (
+                "phase",
+                "reason",
+                "message",
+                "conditions",
+                "containerStatuses",
+                "podIP",
+                "startTime",
+            )
+            if k in status
+        },
+    }
+
+
+class PodInformer:
+    def __init__(
+        self, kube: Kube, on_change: Callable[[JobKey], None], namespace: str | None = None
+    ) -> None:
+        self._kube = kube
+        self._namespace = namespace
+        self._on_change = on_change
+        self._pods: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.synced = asyncio.Event()
+        # Monotonic time of the last event or successful (re)connect: the liveness probe
+        # fails when the watch has been silent for too long.
+        self.last_heartbeat = time.monotonic()
+
+    def pods_of(self, key: JobKey) -> list[dict[str, Any]]:
+        return list(self._pods.get(key, {}).values())
+
+    def all_pods(self) -> list[dict[str, Any]]:
+        return [pod for pods in self._pods.values() for pod in pods.values()]
+
+    async def run(self) -> None:
+        """List and watch forever; errors back off and relist."""
+        backoff = 0.5
+        while True:
+            try:
+                rv = await self._relist()
+                backoff = 0.5
+                while True:
+                    rv = await self._watch(rv)
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("pod watch expired; relisting")
+            except Exception:
+                log.exception("pod watch failed; relisting in %.1fs", backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+
+    async def _relist(self) -> str:
+        items, rv = await self._kube.list_pods(CHILD_SELECTOR, self._namespace)
+        fresh: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for pod in items:
+            key = _key(pod)
+            if key:
+                fresh[key][pod["metadata"]["name"]] = trim_pod(pod)
+        changed = set(self._pods) | set(fresh)
+        self._pods = fresh
+        self.synced.set()
+        self.last_heartbeat = time.monotonic()
+        for key in changed:
+            self._on_change(key)
+        return rv
+
+    async def _watch(self, rv: str) -> str:
+        async for event in self._kube.watch_pods(CHILD_SELECTOR, rv, self._namespace):
+            self.last_heartbeat = time.monotonic()
+            obj = event["object"]
+            rv = obj["metadata"]["resourceVersion"]
+            if event["type"] == "BOOKMARK":
+                continue
+            key = _key(obj)
+            if not key:
+                continue
+            name = obj["metadata"]["name"]
+            if event["type"] == "DELETED":
+                self._pods[key].pop(name, None)
+                if not self._pods[key]:
+                    del self._pods[key]
+            else:
+                self._pods[key][name] = trim_pod(obj)
+            self._on_change(key)
+        self.last_heartbeat = time.monotonic()
+        return rv
+
+
+def _key(pod: Mapping[str, Any]) -> JobKey | None:
+    meta = pod["metadata"]
+    job = meta.get("labels", {}).get(LABEL_JOB_NAME)
+    return (meta["namespace"], job) if job else None

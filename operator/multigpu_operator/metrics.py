@@ -1,0 +1,132 @@
+"""Prometheus metrics of the operator, served on /metrics.
+
+Counters and histograms are updated as things happen; gauges that describe the
+current state (jobs by phase, the pod info series) are computed at scrape time from
+the controller's caches by a Collector, so they can never drift from what the
+operator actually sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from multigpu_operator.api.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
+from multigpu_operator.policy.status import Phase
+
+log = logging.getLogger(__name__)
+
+JOBS_CREATED = Counter(
+    "mgj_jobs_created_total", "MultiGPUJobs the operator started", ["namespace", "mode"]
+)
+JOBS_SUCCEEDED = Counter(
+    "mgj_jobs_succeeded_total", "MultiGPUJobs that succeeded", ["namespace", "mode"]
+)
+JOBS_FAILED = Counter("mgj_jobs_failed_total", "MultiGPUJobs that failed", ["namespace", "mode"])
+PODS_CREATED = Counter("mgj_pods_created_total", "Pods created by the operator")
+RECONCILE_DURATION = Histogram(
+    "mgj_reconcile_duration_seconds",
+    "Time of one reconcile pass of one job",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+API_REQUESTS = Counter(
+    "mgj_api_requests_total", "Requests the operator sent to the API server", ["verb", "resource"]
+)
+RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
+TIME_TO_RUNNING = Histogram(
+    "mgj_job_time_to_running_seconds",
+    "From a job's creation to all of its pods Running",
+    ["namespace", "mode"],
+    buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600),
+)
+
+
+def job_entered(body: Mapping[str, Any], previous: Phase | None, phase: Phase) -> None:
+    """Count a job's phase transition."""
+    labels = (body["metadata"]["namespace"], body.get("spec", {}).get("mode", ""))
+    if previous is None:
+        JOBS_CREATED.labels(*labels).inc()
+    if phase is Phase.SUCCEEDED:
+        JOBS_SUCCEEDED.labels(*labels).inc()
+    elif phase is Phase.FAILED:
+        JOBS_FAILED.labels(*labels).inc()
+    elif phase is Phase.RUNNING and previous in (None, Phase.PENDING):
+        created = body["metadata"].get("creationTimestamp")
+        if created:
+            started = datetime.fromisoformat(created.replace("Z", "+00:00"))
+            TIME_TO_RUNNING.labels(*labels).observe(
+                max(0.0, (datetime.now(started.tzinfo) - started).total_seconds())
+            )
+
+
+class StateCollector(Collector):
+    """Jobs by phase and one info series per pod, from the controller's caches."""
+
+    def __init__(
+        self,
+        jobs: Callable[[], Iterable[Mapping[str, Any]]],
+        pods: Callable[[], Iterable[Mapping[str, Any]]],
+    ) -> None:
+        self._jobs = jobs
+        self._pods = pods
+
+    def collect(self) -> Iterable[Metric]:
+        by_phase = Tally(
+            (job.get("status") or {}).get("phase") or Phase.PENDING for job in self._jobs()
+        )
+        jobs = GaugeMetricFamily("mgj_jobs", "MultiGPUJobs by phase", labels=["phase"])
+        for phase in Phase:
+            jobs.add_metric([str(phase)], by_phase.get(phase, 0))
+        yield jobs
+        info = GaugeMetricFamily(
+            "mgj_job_pod_info",
+            "1 for every pod of a MultiGPUJob; join GPU metrics (DCGM) on namespace and pod",
+            labels=["namespace", "pod", "job", "rank"],
+        )
+        for pod in self._pods():
+            meta = pod["metadata"]
+            labels = meta.get("labels", {})
+            info.add_metric(
+                [
+                    meta["namespace"],
+                    meta["name"],
+                    labels.get(LABEL_JOB_NAME, ""),
+                    labels.get(LABEL_REPLICA_INDEX, ""),
+                ],
+                1,
+            )
+        yield info
+
+
+def register_state(
+    jobs: Callable[[], Iterable[Mapping[str, Any]]],
+    pods: Callable[[], Iterable[Mapping[str, Any]]],
+) -> StateCollector:
+    collector = StateCollector(jobs, pods)
+    REGISTRY.register(collector)
+    return collector
+
+
+async def serve(port: int) -> web.AppRunner:
+    """Serve /metrics on the event loop (no thread: the caches are read in-loop)."""
+
+    async def handle(_: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(REGISTRY), headers={"Content-Type": "text/plain; version=0.0.4"}
+        )
+
+    app = web.Application()
+    app.router.add_get("/metrics", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    log.info("serving metrics on :%d/metrics", port)
+    return runner

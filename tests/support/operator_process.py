@@ -1,0 +1,86 @@
+"""The operator as a real process (python -m multigpu_operator), for end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class OperatorProcess:
+    """One operator watching one namespace, so tests stay independent."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.log_path = log_path
+        self.metrics_port = free_port()
+        self.liveness_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        env = dict(os.environ)
+        env.update(
+            KUBECONFIG=str(self.kubeconfig),
+            MGJ_NAMESPACE=self.namespace,
+            MGJ_METRICS_PORT=str(self.metrics_port),
+            MGJ_LIVENESS_PORT=str(self.liveness_port),
+        )
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "multigpu_operator"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"operator exited with {self.proc.returncode}:\n{self.log()}")
+            if self._get(f"http://127.0.0.1:{self.liveness_port}/healthz") is not None:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"operator not live after {timeout}s:\n{self.log()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup handlers run, as when a node dies under the operator."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def metrics(self) -> str:
+        body = self._get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        if body is None:
+            raise RuntimeError("metrics endpoint not reachable")
+        return body
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-20000:]
+
+    @staticmethod
+    def _get(url: str) -> str | None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return str(resp.read().decode())
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return None
