@@ -13,7 +13,7 @@ CLUSTER := $(BIN)/python tests/cluster/localcluster.py
 .PHONY: help demo test venv tools lint typecheck unit integration cluster-up cluster-down clean
 
 help:
-	@echo "make demo          start the local control plane with simulated GPU nodes and show them"
+	@echo "make demo          local GPU cluster + the operator; every example job reaches Running"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it"
 
@@ -51,13 +51,7 @@ cluster-down: venv tools
 	$(CLUSTER) down
 
 demo: venv tools
-	$(CLUSTER) up
-	@kubeconfig=$$($(CLUSTER) kubeconfig); \
-	  kubectl=$$(bash tests/cluster/build-tools.sh 2>/dev/null | sed -n 's/^K8S_BIN=//p')/kubectl; \
-	  echo; echo "Simulated GPU nodes (KUBECONFIG=$$kubeconfig):"; \
-	  $$kubectl --kubeconfig $$kubeconfig get nodes \
-	    -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product,TAINTS:.spec.taints[*].key,STATUS:.status.conditions[?(@.type=="Ready")].type'
-	@echo; echo "Stop it with: make cluster-down"
+	$(BIN)/python tests/cluster/demo.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,7 +1,7 @@
 """The `mgj` command line.
 
-    mgj render FILE [-n NAMESPACE]   print the objects the operator would create
-    mgj crd                          print the MultiGPUJob CRD
+mgj render FILE [-n NAMESPACE]   print the objects the operator would create
+mgj crd                          print the MultiGPUJob CRD
 """
 
 from __future__ import annotations

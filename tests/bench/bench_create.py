@@ -176,9 +176,7 @@ async def run_bare(api: client.ApiClient, namespace: str, jobs: int, pods: int) 
 async def main_async(args: argparse.Namespace) -> None:
     cluster = LocalCluster(build_tools())
     cluster.up()
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests/crd")
-    )
+    cluster.install_crds(REPO / "manifests/crd")
     run_id = uuid.uuid4().hex[:6]
     nodes = [gpu_node(f"bench-{run_id}-{i}", 8) for i in range(max(1, args.jobs * args.pods // 8))]
     cluster.kubectl(

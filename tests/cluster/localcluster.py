@@ -138,6 +138,12 @@ class LocalCluster:
             check=check,
         )
 
+    def install_crds(self, path: Path) -> None:
+        """Apply CRDs server-side (large schemas exceed client-side apply's annotation)."""
+        source = "-k" if (path / "kustomization.yaml").exists() else "-f"
+        self.kubectl("apply", "--server-side", "--force-conflicts", source, str(path))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+
     def is_healthy(self) -> bool:
         if not self.kubeconfig.exists():
             return False

@@ -56,9 +56,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="session")
 def installed_crd(local_cluster: LocalCluster) -> LocalCluster:
     """The MultiGPUJob CRD from manifests/crd, applied and Established."""
-    local_cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "manifests/crd")
-    )
+    local_cluster.install_crds(REPO / "manifests/crd")
     local_cluster.kubectl(
         "wait", "--for=condition=Established", "--timeout=30s", "crd/multigpujobs.multigpu.dev"
     )
