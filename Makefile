@@ -31,6 +31,7 @@ tools:
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: venv
 	$(BIN)/mypy

@@ -74,20 +74,31 @@ async def watch_pod_arrivals(
 ) -> None:
     """Record, per job, the time each of its pods is first seen (ADDED)."""
     seen = 0
-    resp = await core.list_namespaced_pod(
-        namespace, watch=True, timeout_seconds=600, _preload_content=False
+    listed = json.loads(
+        await (await core.list_namespaced_pod(namespace, _preload_content=False)).read()
     )
-    async with resp:
-        async for line in resp.content:
-            event = json.loads(line)
-            if event["type"] != "ADDED":
-                continue
-            job = event["object"]["metadata"].get("labels", {}).get(label)
-            if job:
-                arrivals.setdefault(job, []).append(time.perf_counter())
-                seen += 1
-                if seen >= want:
-                    return
+    rv = listed["metadata"]["resourceVersion"]
+    while seen < want:
+        resp = await core.list_namespaced_pod(
+            namespace,
+            watch=True,
+            resource_version=rv,
+            timeout_seconds=300,
+            _preload_content=False,
+            _request_timeout=600,
+        )
+        async with resp:
+            async for line in resp.content:
+                event = json.loads(line)
+                rv = event["object"]["metadata"].get("resourceVersion", rv)
+                if event["type"] != "ADDED":
+                    continue
+                job = event["object"]["metadata"].get("labels", {}).get(label)
+                if job:
+                    arrivals.setdefault(job, []).append(time.perf_counter())
+                    seen += 1
+                    if seen >= want:
+                        return
 
 
 def summarise(
