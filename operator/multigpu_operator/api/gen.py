@@ -1,0 +1,40 @@
+"""Write the generated manifests from their Python source.
+
+Run from the repository root after changing api/crd.py or api/spec.py:
+
+    python -m multigpu_operator.api.gen
+
+tests/unit/test_crd.py fails while the file on disk differs from `crd()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from multigpu_operator.api.crd import write_crd
+
+CRD_PATH = Path("manifests/crd/multigpu.dev_multigpujobs.yaml")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m multigpu_operator.api.gen", description="Write the generated manifests."
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="repository root (default: current dir)"
+    )
+    args = parser.parse_args(argv)
+    root: Path = args.root
+    # Refuse to scatter a manifests/ tree wherever the command happens to run.
+    if not (root / "manifests").is_dir():
+        parser.error(f"{root} has no manifests/ directory: run from the repository root")
+    path = root / CRD_PATH
+    write_crd(path)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,359 @@
+"""The CRD on a real API server: schema, CEL rules, defaults, scale, explain, install.
+
+Each invalid spec must be refused with a 422 whose message names the field, and the
+offline `validate()` must report the very same message lines: that keeps CEL and its
+Python twins in step.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from cluster.localcluster import LocalCluster
+from multigpu_operator.api.crd import (
+    MSG_DATA_PARALLEL_REPLICAS,
+    MSG_ELASTIC_LAUNCHER,
+    MSG_ELASTIC_MIN_MAX,
+    MSG_ELASTIC_ONLY_FOR_ELASTIC,
+    MSG_ELASTIC_REPLICAS_RANGE,
+    MSG_ELASTIC_REQUIRED,
+    MSG_MODEL_PARALLEL_ONLY,
+    MSG_MODEL_PARALLEL_STAGES,
+    MSG_NAME_DNS1035,
+    MSG_NAME_TOO_LONG,
+    spec_schema,
+)
+from multigpu_operator.api.spec import (
+    API_VERSION,
+    DEFAULT_GPU_RESOURCE,
+    DEFAULT_LAUNCHER,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_SHM_SIZE,
+    GROUP,
+    KIND,
+    MAX_NAME_LENGTH,
+    PLURAL,
+    VERSION,
+)
+from multigpu_operator.api.validation import validate, with_defaults
+from support.waiting import wait_for
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
+ELASTIC = {"minReplicas": 1, "maxReplicas": 4}
+
+
+def job(spec: dict[str, Any], name: str = "job") -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": name}, "spec": spec}
+
+
+def ddp(**fields: Any) -> dict[str, Any]:
+    return {"mode": "DistributedDataParallel", "template": TEMPLATE, **fields}
+
+
+def create(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    # Strict, as kubectl: unknown fields are errors, not silently dropped.
+    created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body, field_validation="Strict"
+    )
+    return created
+
+
+def read(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return obj
+
+
+INVALID: list[tuple[str, dict[str, Any], str, str]] = [
+    # (id, spec, name, what the API server's message must contain)
+    ("unknown-mode", ddp(mode="Foo"), "job", 'spec.mode: Unsupported value: "Foo"'),
+    (
+        "replicas-0",
+        ddp(replicas=0),
+        "job",
+        "spec.replicas in body should be greater than or equal to 1",
+    ),
+    (
+        "replicas-neg",
+        ddp(replicas=-1),
+        "job",
+        "spec.replicas in body should be greater than or equal to 1",
+    ),
+    (
+        "gpus-neg",
+        ddp(gpusPerReplica=-1),
+        "job",
+        "spec.gpusPerReplica in body should be greater than or equal to 0",
+    ),
+    (
+        "port-high",
+        ddp(masterPort=65536),
+        "job",
+        "spec.masterPort in body should be less than or equal to 65535",
+    ),
+    ("shm-bad", ddp(shmSize="2 GB"), "job", "spec.shmSize in body should match"),
+    (
+        "no-containers",
+        ddp(template={"spec": {"containers": []}}),
+        "job",
+        "spec.template.spec.containers in body should have at least 1 items",
+    ),
+    (
+        "container-no-name",
+        ddp(template={"spec": {"containers": [{"image": "x"}]}}),
+        "job",
+        "spec.template.spec.containers[0].name: Required value",
+    ),
+    ("no-template", {"mode": "DistributedDataParallel"}, "job", "spec.template: Required value"),
+    (
+        "dp-two-replicas",
+        {**ddp(mode="DataParallel"), "replicas": 2},
+        "job",
+        f"spec.replicas: Invalid value: {MSG_DATA_PARALLEL_REPLICAS}",
+    ),
+    (
+        "elastic-without-policy",
+        ddp(mode="Elastic"),
+        "job",
+        f"spec.elastic: Invalid value: {MSG_ELASTIC_REQUIRED}",
+    ),
+    (
+        "elastic-min-above-max",
+        ddp(mode="Elastic", replicas=2, elastic={"minReplicas": 3, "maxReplicas": 2}),
+        "job",
+        MSG_ELASTIC_MIN_MAX,
+    ),
+    (
+        "elastic-replicas-above-max",
+        ddp(mode="Elastic", replicas=5, elastic=ELASTIC),
+        "job",
+        f"spec.replicas: Invalid value: {MSG_ELASTIC_REPLICAS_RANGE}",
+    ),
+    (
+        "elastic-script",
+        ddp(mode="Elastic", launcher="Script", elastic=ELASTIC),
+        "job",
+        f"spec.launcher: Invalid value: {MSG_ELASTIC_LAUNCHER}",
+    ),
+    (
+        "elastic-policy-on-ddp",
+        ddp(elastic=ELASTIC),
+        "job",
+        f"spec.elastic: Invalid value: {MSG_ELASTIC_ONLY_FOR_ELASTIC}",
+    ),
+    (
+        "model-parallel-on-ddp",
+        ddp(modelParallel={"microBatches": 2}),
+        "job",
+        MSG_MODEL_PARALLEL_ONLY,
+    ),
+    (
+        "mp-stages-mismatch",
+        ddp(mode="ModelParallel", replicas=2, gpusPerReplica=2, modelParallel={"stages": 3}),
+        "job",
+        f"spec.modelParallel.stages: Invalid value: {MSG_MODEL_PARALLEL_STAGES}",
+    ),
+    (
+        "name-too-long",
+        ddp(),
+        "a" * (MAX_NAME_LENGTH + 1),
+        f"metadata.name: Invalid value: {MSG_NAME_TOO_LONG}",
+    ),
+    ("name-digit-first", ddp(), "1job", f"metadata.name: Invalid value: {MSG_NAME_DNS1035}"),
+    ("name-dot", ddp(), "my.job", MSG_NAME_DNS1035),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
+def test_api_server_rejects_invalid_spec(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    spec: dict[str, Any],
+    name: str,
+    expected: str,
+) -> None:
+    with pytest.raises(ApiException) as err:
+        create(api_client, namespace, job(spec, name))
+
+    assert err.value.status == 422, err.value.body
+    message = json.loads(err.value.body)["message"]
+    assert expected in message
+    # Offline validation finds the same problems, in the server's words.
+    offline = validate(spec, name)
+    assert offline
+    for line in offline:
+        assert line in message
+
+
+def test_api_server_rejects_unknown_field_like_validate(
+    installed_crd: LocalCluster, api_client: client.ApiClient, namespace: str
+) -> None:
+    with pytest.raises(ApiException) as err:
+        create(api_client, namespace, job(ddp(gpusPerreplica=2)))
+
+    assert err.value.status == 400
+    assert validate(ddp(gpusPerreplica=2)) == ['unknown field "spec.gpusPerreplica"']
+    assert validate(ddp(gpusPerreplica=2))[0] in json.loads(err.value.body)["message"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_is_accepted_and_defaulted_by_the_server(
+    installed_crd: LocalCluster, api_client: client.ApiClient, namespace: str, path: Path
+) -> None:
+    manifest = yaml.safe_load(path.read_text())
+    # Server-side apply, as GitOps tools do.
+    installed_crd.kubectl("apply", "--server-side", "-n", namespace, "-f", str(path))
+
+    stored = read(api_client, namespace, manifest["metadata"]["name"])["spec"]
+    assert stored["gpuResource"] == manifest["spec"].get("gpuResource", DEFAULT_GPU_RESOURCE)
+    assert stored["masterPort"] == DEFAULT_MASTER_PORT
+    assert stored["launcher"] == manifest["spec"].get("launcher", str(DEFAULT_LAUNCHER))
+    assert stored["shmSize"] == DEFAULT_SHM_SIZE
+    # Offline defaulting (what `mgj render` sees) is exactly the server's.
+    assert stored == with_defaults(spec_schema(), manifest["spec"])
+
+
+def test_null_shm_size_is_kept(
+    installed_crd: LocalCluster, api_client: client.ApiClient, namespace: str
+) -> None:
+    create(api_client, namespace, job(ddp(shmSize=None)))
+
+    assert read(api_client, namespace, "job")["spec"]["shmSize"] is None
+
+
+def test_scale_subresource_stays_within_elastic_bounds(
+    installed_crd: LocalCluster, api_client: client.ApiClient, namespace: str
+) -> None:
+    create(api_client, namespace, job(ddp(mode="Elastic", replicas=2, elastic=ELASTIC)))
+
+    refused = installed_crd.kubectl(
+        "scale", "-n", namespace, f"{PLURAL}/job", "--replicas=5", check=False
+    )
+    assert refused.returncode != 0
+    assert MSG_ELASTIC_REPLICAS_RANGE in refused.stderr
+
+    installed_crd.kubectl("scale", "-n", namespace, f"{PLURAL}/job", "--replicas=4")
+    assert read(api_client, namespace, "job")["spec"]["replicas"] == 4
+
+
+def test_kubectl_explain_shows_the_descriptions(installed_crd: LocalCluster) -> None:
+    wanted = " ".join(spec_schema()["properties"]["elastic"]["description"].split())
+
+    def explained() -> str | None:
+        out = installed_crd.kubectl("explain", "multigpujob.spec.elastic", check=False).stdout
+        flat = " ".join(out.split())
+        return flat if wanted in flat else None
+
+    # The API server publishes a changed CRD's OpenAPI shortly after it is applied.
+    flat = wait_for(explained, "kubectl explain to show spec.elastic's description")
+    assert "minReplicas <integer> -required-" in flat
+
+
+def test_printer_columns(
+    installed_crd: LocalCluster, api_client: client.ApiClient, namespace: str
+) -> None:
+    create(api_client, namespace, job(ddp(replicas=2, gpusPerReplica=4)))
+
+    out = installed_crd.kubectl("get", "mgj", "-n", namespace).stdout.split("\n")
+    assert out[0].split() == ["NAME", "MODE", "REPLICAS", "WORLD", "GPUS/REPLICA", "PHASE", "AGE"]
+    assert out[1].split()[:4] == ["job", "DistributedDataParallel", "2", "4"]
+
+
+def rehome(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """A manifest moved from multigpu-system into `namespace`."""
+    doc = copy.deepcopy(doc)
+    if doc["metadata"].get("namespace"):
+        doc["metadata"]["namespace"] = namespace
+    for subject in doc.get("subjects", []):
+        subject["namespace"] = namespace
+    return doc
+
+
+def test_kustomize_base_installs_on_the_server(
+    local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests")).stdout
+    docs = list(yaml.safe_load_all(rendered))
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "Deployment",
+        "Namespace",
+        "Service",
+        "ServiceAccount",
+    ]
+    # A server-side dry run cannot create objects in a namespace that a dry run "created",
+    # so everything namespaced goes into this test's namespace, which gets the same
+    # Pod Security labels as the real one.
+    (ns_doc,) = (d for d in docs if d["kind"] == "Namespace")
+    core.patch_namespace(namespace, {"metadata": {"labels": ns_doc["metadata"]["labels"]}})
+    objects = [rehome(d, namespace) for d in docs if d["kind"] != "Namespace"]
+
+    applied = local_cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--dry-run=server",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump_all(objects),
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert "PodSecurity" not in applied.stderr
+
+    # Pod Security enforcement judges pods, not Deployments: admit the operator's pod.
+    # The pod's service account must exist; it goes away with the test namespace.
+    (account,) = (d for d in objects if d["kind"] == "ServiceAccount")
+    core.create_namespaced_service_account(namespace, account)
+    (deployment,) = (d for d in objects if d["kind"] == "Deployment")
+    pod = {"apiVersion": "v1", "kind": "Pod", **deployment["spec"]["template"]}
+    pod["metadata"] = {**pod["metadata"], "name": "operator-dry-run"}
+    core.create_namespaced_pod(namespace, pod, dry_run="All")
+
+
+def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalCluster) -> None:
+    rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests/rbac")).stdout
+    (role,) = (d for d in yaml.safe_load_all(rendered) if d["kind"] == "ClusterRole")
+    grants = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert not any("*" in grant for grant in grants)
+    assert {r for _, r, _ in grants} == {
+        "multigpujobs",
+        "multigpujobs/status",
+        "multigpujobs/finalizers",
+        "pods",
+        "services",
+        "events",
+        "customresourcedefinitions",
+        "namespaces",
+    }
+    assert ("", "pods", "create") in grants
+    assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
+    # Garbage collection deletes children; the operator never deletes jobs or Services.
+    assert ("multigpu.dev", "multigpujobs", "delete") not in grants
+    assert ("", "services", "delete") not in grants
+    assert ("", "secrets", "get") not in grants

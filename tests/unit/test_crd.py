@@ -1,0 +1,382 @@
+"""The CRD built in api/crd.py, its generated manifest, and offline validation.
+
+The same rules run on the API server (tests/integration/test_api_validation.py); here
+the Python side is checked without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from multigpu_operator.api.crd import (
+    MSG_DATA_PARALLEL_REPLICAS,
+    MSG_ELASTIC_LAUNCHER,
+    MSG_ELASTIC_MIN_MAX,
+    MSG_ELASTIC_ONLY_FOR_ELASTIC,
+    MSG_ELASTIC_REPLICAS_RANGE,
+    MSG_ELASTIC_REQUIRED,
+    MSG_MODEL_PARALLEL_ONLY,
+    MSG_MODEL_PARALLEL_STAGES,
+    MSG_NAME_DNS1035,
+    MSG_NAME_TOO_LONG,
+    NAME_RULES,
+    SPEC_RULES,
+    crd,
+    crd_yaml,
+    spec_schema,
+)
+from multigpu_operator.api.gen import CRD_PATH
+from multigpu_operator.api.spec import (
+    DEFAULT_ELASTIC_MAX_RESTARTS,
+    DEFAULT_GPU_RESOURCE,
+    DEFAULT_GPUS_PER_REPLICA,
+    DEFAULT_LAUNCHER,
+    DEFAULT_MASTER_PORT,
+    DEFAULT_MICRO_BATCHES,
+    DEFAULT_REPLICAS,
+    DEFAULT_SCHEDULE,
+    DEFAULT_SHM_SIZE,
+    MAX_NAME_LENGTH,
+    JobSpec,
+    Mode,
+)
+from multigpu_operator.api.validation import validate, validate_object, with_defaults
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
+
+
+def spec(**fields: Any) -> dict[str, Any]:
+    """A valid DistributedDataParallel spec with `fields` replaced."""
+    out: dict[str, Any] = {"mode": "DistributedDataParallel", "template": TEMPLATE}
+    out.update(fields)
+    return out
+
+
+def elastic(**fields: Any) -> dict[str, Any]:
+    """A valid Elastic spec (2 pods, 1..4) with `fields` replaced."""
+    base: dict[str, Any] = {"replicas": 2, "elastic": {"minReplicas": 1, "maxReplicas": 4}}
+    return spec(mode="Elastic", **{**base, **fields})
+
+
+def prop(path: str) -> dict[str, Any]:
+    """The schema of a spec field, by dotted path ("elastic.maxRestarts")."""
+    node = spec_schema()
+    for key in path.split("."):
+        node = node["properties"][key]
+    return node
+
+
+# --- the CRD's shape ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "default"),
+    [
+        ("replicas", DEFAULT_REPLICAS),
+        ("gpusPerReplica", DEFAULT_GPUS_PER_REPLICA),
+        ("gpuResource", DEFAULT_GPU_RESOURCE),
+        ("launcher", str(DEFAULT_LAUNCHER)),
+        ("masterPort", DEFAULT_MASTER_PORT),
+        ("shmSize", DEFAULT_SHM_SIZE),
+        ("elastic.maxRestarts", DEFAULT_ELASTIC_MAX_RESTARTS),
+        ("modelParallel.microBatches", DEFAULT_MICRO_BATCHES),
+        ("modelParallel.schedule", str(DEFAULT_SCHEDULE)),
+    ],
+)
+def test_schema_defaults_are_those_of_spec_py(path: str, default: object) -> None:
+    assert prop(path)["default"] == default
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        spec(),
+        spec(mode="DataParallel"),
+        spec(mode="ModelParallel"),
+        spec(mode="ModelParallel", modelParallel={}),
+        spec(mode="Elastic", elastic={"minReplicas": 1, "maxReplicas": 2}),
+    ],
+    ids=["ddp", "dp", "mp", "mp-empty-policy", "elastic"],
+)
+def test_server_defaults_give_the_same_jobspec_as_from_dict(raw: dict[str, Any]) -> None:
+    # The operator reads what the API server stored (defaults applied); `mgj render`
+    # reads the user's file. Both must mean the same job.
+    assert JobSpec.from_dict(with_defaults(spec_schema(), raw)) == JobSpec.from_dict(raw)
+
+
+def test_every_field_has_a_description() -> None:
+    def walk(node: dict[str, Any], path: str, described: bool = True) -> list[str]:
+        # Array items are described by their array; the pod spec is not ours to describe.
+        missing = [path] if described and not node.get("description") else []
+        if path == "spec.template.spec":
+            return missing
+        for key, sub in node.get("properties", {}).items():
+            missing += walk(sub, f"{path}.{key}")
+        if "items" in node:
+            missing += walk(node["items"], f"{path}[]", described=False)
+        return missing
+
+    root = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    missing = walk(root["properties"]["spec"], "spec") + walk(
+        root["properties"]["status"], "status"
+    )
+    assert missing == []
+
+
+def test_names_subresources_and_columns() -> None:
+    c = crd()
+    assert c["metadata"]["name"] == "multigpujobs.multigpu.dev"
+    assert c["spec"]["names"] == {
+        "kind": "MultiGPUJob",
+        "listKind": "MultiGPUJobList",
+        "plural": "multigpujobs",
+        "singular": "multigpujob",
+        "shortNames": ["mgj"],
+        "categories": ["multigpu"],
+    }
+    (version,) = c["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"]["scale"] == {
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+        "labelSelectorPath": ".status.selector",
+    }
+    assert [col["jsonPath"] for col in version["additionalPrinterColumns"]] == [
+        ".spec.mode",
+        ".spec.replicas",
+        ".status.worldSize",
+        ".spec.gpusPerReplica",
+        ".status.phase",
+        ".metadata.creationTimestamp",
+    ]
+
+
+def test_crd_fits_in_client_side_apply_annotation() -> None:
+    # Client-side `kubectl apply` copies the object into an annotation; all annotations
+    # of an object share a 256 KiB limit.
+    assert len(json.dumps(crd())) < 128 * 1024
+
+
+def test_manifest_on_disk_is_generated_from_crd() -> None:
+    on_disk = (REPO / CRD_PATH).read_text()
+    assert on_disk == crd_yaml(), (
+        f"{CRD_PATH} is out of date: run python -m multigpu_operator.api.gen"
+    )
+    assert yaml.safe_load(on_disk) == crd()
+
+
+# --- offline validation ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_is_valid(path: Path) -> None:
+    assert validate_object(yaml.safe_load(path.read_text())) == []
+
+
+def test_there_is_an_example_per_mode() -> None:
+    modes = {yaml.safe_load(p.read_text())["spec"]["mode"] for p in EXAMPLES}
+    assert modes == {str(m) for m in Mode}
+
+
+@pytest.mark.parametrize(
+    ("raw", "name"),
+    [
+        (
+            spec(mode="ModelParallel", replicas=2, gpusPerReplica=2, modelParallel={"stages": 4}),
+            "j",
+        ),
+        (
+            spec(mode="ModelParallel", replicas=2, gpusPerReplica=0, modelParallel={"stages": 2}),
+            "j",
+        ),
+        (
+            spec(mode="ModelParallel", replicas=1, gpusPerReplica=4, modelParallel={"stages": 2}),
+            "j",
+        ),
+        (spec(shmSize="0"), "j"),
+        (spec(shmSize=None), "j"),
+        (spec(shmSize="512Mi"), "j"),
+        (elastic(replicas=4), "j"),
+        (spec(), "a" * MAX_NAME_LENGTH),
+        (spec(), "a-1"),
+        (spec(gpusPerReplica=0, gpuProduct="NVIDIA-H100-80GB-HBM3"), "j"),
+        (spec(template={"metadata": {"labels": {"a": "b"}}, **TEMPLATE}), "j"),
+    ],
+    ids=[
+        "mp-stages-per-process",
+        "mp-cpu-stages",
+        "mp-one-pod-any-stages",
+        "shm-zero",
+        "shm-null",
+        "shm-512Mi",
+        "elastic-at-max",
+        "name-at-max-length",
+        "name-with-digit",
+        "gpu-product",
+        "template-labels",
+    ],
+)
+def test_valid(raw: dict[str, Any], name: str) -> None:
+    assert validate(raw, name) == []
+
+
+INVALID: list[tuple[str, dict[str, Any], str, str]] = [
+    # (id, spec, name, expected message or substring of one)
+    ("unknown-mode", spec(mode="Foo"), "j", 'spec.mode: Unsupported value: "Foo"'),
+    ("no-mode", {"template": TEMPLATE}, "j", "spec.mode: Required value"),
+    ("no-template", {"mode": "DataParallel"}, "j", "spec.template: Required value"),
+    (
+        "replicas-0",
+        spec(replicas=0),
+        "j",
+        "spec.replicas in body should be greater than or equal to 1",
+    ),
+    (
+        "replicas-neg",
+        spec(replicas=-1),
+        "j",
+        "spec.replicas in body should be greater than or equal to 1",
+    ),
+    ("replicas-str", spec(replicas="2"), "j", "spec.replicas in body must be of type integer"),
+    ("replicas-bool", spec(replicas=True), "j", "spec.replicas in body must be of type integer"),
+    (
+        "gpus-neg",
+        spec(gpusPerReplica=-1),
+        "j",
+        "spec.gpusPerReplica in body should be greater than or equal to 0",
+    ),
+    (
+        "port-0",
+        spec(masterPort=0),
+        "j",
+        "spec.masterPort in body should be greater than or equal to 1",
+    ),
+    (
+        "port-high",
+        spec(masterPort=65536),
+        "j",
+        "spec.masterPort in body should be less than or equal to 65535",
+    ),
+    ("shm-bad", spec(shmSize="2 GB"), "j", "spec.shmSize in body should match"),
+    ("bad-launcher", spec(launcher="mpirun"), "j", 'spec.launcher: Unsupported value: "mpirun"'),
+    (
+        "bad-schedule",
+        spec(mode="ModelParallel", modelParallel={"schedule": "Interleaved"}),
+        "j",
+        "spec.modelParallel.schedule: Unsupported value",
+    ),
+    (
+        "micro-batches-0",
+        spec(mode="ModelParallel", modelParallel={"microBatches": 0}),
+        "j",
+        "spec.modelParallel.microBatches in body should be greater than or equal to 1",
+    ),
+    (
+        "no-containers",
+        spec(template={"spec": {"containers": []}}),
+        "j",
+        "spec.template.spec.containers in body should have at least 1 items",
+    ),
+    (
+        "container-no-name",
+        spec(template={"spec": {"containers": [{"image": "x"}]}}),
+        "j",
+        "spec.template.spec.containers[0].name: Required value",
+    ),
+    ("unknown-field", spec(gpusPerreplica=2), "j", 'unknown field "spec.gpusPerreplica"'),
+    (
+        "elastic-max-restarts-neg",
+        elastic(elastic={"minReplicas": 1, "maxReplicas": 2, "maxRestarts": -1}),
+        "j",
+        "spec.elastic.maxRestarts in body should be greater than or equal to 0",
+    ),
+    (
+        "elastic-no-max",
+        spec(mode="Elastic", elastic={"minReplicas": 1}),
+        "j",
+        "spec.elastic.maxReplicas: Required value",
+    ),
+    ("dp-two-replicas", spec(mode="DataParallel", replicas=2), "j", MSG_DATA_PARALLEL_REPLICAS),
+    ("elastic-without-policy", spec(mode="Elastic"), "j", MSG_ELASTIC_REQUIRED),
+    (
+        "elastic-policy-on-ddp",
+        spec(elastic={"minReplicas": 1, "maxReplicas": 2}),
+        "j",
+        MSG_ELASTIC_ONLY_FOR_ELASTIC,
+    ),
+    (
+        "elastic-min-above-max",
+        elastic(elastic={"minReplicas": 3, "maxReplicas": 2}),
+        "j",
+        MSG_ELASTIC_MIN_MAX,
+    ),
+    ("elastic-replicas-above-max", elastic(replicas=5), "j", MSG_ELASTIC_REPLICAS_RANGE),
+    (
+        "elastic-default-replicas-below-min",
+        spec(mode="Elastic", elastic={"minReplicas": 2, "maxReplicas": 4}),
+        "j",
+        MSG_ELASTIC_REPLICAS_RANGE,
+    ),
+    ("elastic-script", elastic(launcher="Script"), "j", MSG_ELASTIC_LAUNCHER),
+    (
+        "model-parallel-on-ddp",
+        spec(modelParallel={"microBatches": 2}),
+        "j",
+        MSG_MODEL_PARALLEL_ONLY,
+    ),
+    (
+        "mp-stages-mismatch",
+        spec(mode="ModelParallel", replicas=2, gpusPerReplica=2, modelParallel={"stages": 3}),
+        "j",
+        MSG_MODEL_PARALLEL_STAGES,
+    ),
+    ("name-too-long", spec(), "a" * (MAX_NAME_LENGTH + 1), MSG_NAME_TOO_LONG),
+    ("name-digit-first", spec(), "1job", MSG_NAME_DNS1035),
+    ("name-dot", spec(), "my.job", MSG_NAME_DNS1035),
+    ("name-upper", spec(), "Job", MSG_NAME_DNS1035),
+    ("name-dash-last", spec(), "job-", MSG_NAME_DNS1035),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
+def test_invalid(raw: dict[str, Any], name: str, expected: str) -> None:
+    errors = validate(raw, name)
+    assert any(expected in e for e in errors), errors
+
+
+def test_every_rule_has_an_invalid_case() -> None:
+    tested = {c[3] for c in INVALID}
+    assert {r.message for r in (*SPEC_RULES, *NAME_RULES)} <= tested
+
+
+def test_rule_messages_name_the_field() -> None:
+    for rule in (*SPEC_RULES, *NAME_RULES):
+        assert rule.message.startswith(("spec.", "metadata.")), rule.message
+        assert rule.message in str(crd()), rule.message
+
+
+def test_cross_field_rules_wait_for_schema_errors_to_be_fixed() -> None:
+    # As on the API server: rules that read replicas are not run on a non-integer one.
+    assert validate(spec(mode="DataParallel", replicas="2")) == [
+        'spec.replicas: Invalid value: "string": spec.replicas in body must be of type '
+        'integer: "string"'
+    ]
+
+
+def test_validate_object_needs_a_spec() -> None:
+    assert validate_object({"metadata": {"name": "j"}}) == ["spec: Required value"]
+
+
+def test_null_shm_size_is_kept_and_other_nulls_default() -> None:
+    defaulted = with_defaults(spec_schema(), spec(shmSize=None, masterPort=None))
+    assert defaulted["shmSize"] is None
+    assert defaulted["masterPort"] == DEFAULT_MASTER_PORT
