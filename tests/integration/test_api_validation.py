@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from cluster.localcluster import LocalCluster
-from multigpu_operator.api.crd import (
+from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_ELASTIC_LAUNCHER,
     MSG_ELASTIC_MIN_MAX,
@@ -29,8 +29,8 @@ from multigpu_operator.api.crd import (
     MSG_MODEL_PARALLEL_STAGES,
     MSG_NAME_DNS1035,
     MSG_NAME_TOO_LONG,
-    spec_schema,
 )
+from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import (
     API_VERSION,
     DEFAULT_GPU_RESOURCE,

@@ -18,6 +18,7 @@ from kubernetes import client
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION, Job
 from multigpu_operator.plan import plan_job
+from support.events import list_events
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -193,10 +194,11 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
     assert failed["reason"] == "InvalidSpec"
     assert "env[WORLD_SIZE]" in failed["message"]
     assert not job_pods(core, namespace, "clash")
-    events = client.EventsV1Api(api_client).list_namespaced_event(namespace).items
     assert any(
-        e.reason == "InvalidSpec" and e.regarding.name == "clash" and e.type == "Warning"
-        for e in events
+        e.get("reason") == "InvalidSpec"
+        and e.get("regarding", {}).get("name") == "clash"
+        and e.get("type") == "Warning"
+        for e in list_events(api_client, namespace)
     )
 
 

@@ -1,4 +1,4 @@
-"""The CRD built in api/crd.py, its generated manifest, and offline validation.
+"""The CRD built in api/ (crd.py, schema.py, rules.py), its manifest, and offline validation.
 
 The same rules run on the API server (tests/integration/test_api_validation.py); here
 the Python side is checked without a cluster.
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from multigpu_operator.api.crd import (
+from multigpu_operator.api.crd import crd, crd_yaml
+from multigpu_operator.api.gen import CRD_PATH
+from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_ELASTIC_LAUNCHER,
     MSG_ELASTIC_MIN_MAX,
@@ -26,11 +28,8 @@ from multigpu_operator.api.crd import (
     MSG_NAME_TOO_LONG,
     NAME_RULES,
     SPEC_RULES,
-    crd,
-    crd_yaml,
-    spec_schema,
 )
-from multigpu_operator.api.gen import CRD_PATH
+from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import (
     DEFAULT_ELASTIC_MAX_RESTARTS,
     DEFAULT_GPU_RESOURCE,

@@ -1,8 +1,8 @@
 """Typed model of a MultiGPUJob's spec.
 
-The CRD schema (api/crd.py) applies these same defaults on the API server; `from_dict`
+The CRD schema (api/schema.py) applies these same defaults on the API server; `from_dict`
 applies them again so that offline tools (`mgj render`) see exactly what the operator
-sees. Defaults therefore live here, once, and crd.py reads them from this module.
+sees. Defaults therefore live here, once, and api/schema.py and api/rules.py read them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Offline validation of a MultiGPUJob: the checks the API server makes, without one.
 
 `mgj render` and other offline tools use it so that a spec the API server would reject
-fails before anything is applied. It walks the CRD's own schema (api/crd.py) for types,
-enums, bounds, patterns and required fields, applies the schema's defaults, then checks
-the cross-field rules with their Python twins. Rule messages are the CEL messages, word
-for word; schema messages follow the API server's wording.
+fails before anything is applied. It walks the CRD's own schema (api/schema.py) for
+types, enums, bounds, patterns and required fields, applies the schema's defaults, then
+checks the cross-field rules with their Python twins (api/rules.py). Rule messages are
+the CEL messages, word for word; schema messages follow the API server's wording.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from multigpu_operator.api.crd import NAME_RULES, SPEC_RULES, Schema, spec_schema
+from multigpu_operator.api.rules import NAME_RULES, SPEC_RULES
+from multigpu_operator.api.schema import Schema, spec_schema
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),

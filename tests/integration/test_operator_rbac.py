@@ -1,0 +1,74 @@
+"""The operator works with exactly the permissions manifests/rbac grants it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from cluster.localcluster import LocalCluster
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from support.events import list_events
+from support.operator_process import OperatorProcess
+from support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICE_ACCOUNT = ("multigpu-system", "multigpu-operator")
+
+
+def service_account_kubeconfig(cluster: LocalCluster, path: Path) -> Path:
+    """A kubeconfig that authenticates with the operator ServiceAccount's token only."""
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    namespace, name = SERVICE_ACCOUNT
+    token = cluster.kubectl("create", "token", name, "-n", namespace, "--duration=1h").stdout
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": admin["clusters"],
+                "users": [{"name": "operator", "user": {"token": token.strip()}}],
+                "contexts": [
+                    {
+                        "name": "operator",
+                        "context": {"cluster": admin["clusters"][0]["name"], "user": "operator"},
+                    }
+                ],
+                "current-context": "operator",
+            }
+        )
+    )
+    return path
+
+
+def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    installed_crd.kubectl("apply", "-f", str(REPO / "manifests/operator/namespace.yaml"))
+    installed_crd.kubectl("apply", "-k", str(REPO / "manifests/rbac"))
+    kubeconfig = service_account_kubeconfig(installed_crd, tmp_path / "operator.kubeconfig")
+    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
+    operator.start()
+    try:
+        job: dict[str, Any] = yaml.safe_load((REPO / "examples/ddp.yaml").read_text())
+        installed_crd.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(job))
+        name = job["metadata"]["name"]
+        custom = client.CustomObjectsApi(api_client)
+
+        def phase() -> str | None:
+            obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            return (obj.get("status") or {}).get("phase")
+
+        wait_for(lambda: phase() == "Running", "job Running under the operator's own RBAC")
+        assert any(e.get("reason") == "PodsCreated" for e in list_events(api_client, namespace))
+    finally:
+        operator.stop()
+    log = operator.log()
+    assert "Forbidden" not in log, log
+    assert "403" not in log, log
