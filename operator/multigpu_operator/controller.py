@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,16 +20,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import Job, Mode
+from multigpu_operator.api.validation import validate_object
 from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.status import (
-    ConditionType,
     Event,
     Phase,
     StatusUpdate,
     count_pods,
     derive_status,
+    failed_status,
 )
 from multigpu_operator.reconcile import plan_actions
 
@@ -41,7 +42,7 @@ def now_rfc3339() -> str:
 
 
 class Controller:
-    def __init__(self, kube: Kube, workers: int = 16, namespace: str | None = None) -> None:
+    def __init__(self, kube: Kube, workers: int = 32, namespace: str | None = None) -> None:
         self.kube = kube
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self.informer = PodInformer(kube, self.enqueue, namespace)
@@ -52,6 +53,7 @@ class Controller:
         self._services: set[str] = set()  # job UIDs whose Service is known to exist
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
@@ -59,9 +61,18 @@ class Controller:
             self._tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{i}"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._background]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)  # keep a reference until done, or it may be collected
+        task.add_done_callback(self._background.discard)
+
+    async def _post_events(self, body: dict[str, Any], events: tuple[Event, ...]) -> None:
+        for event in events:
+            await self.kube.post_event(body, event.type, event.reason, event.message)
 
     # Inputs -----------------------------------------------------------------
 
@@ -109,23 +120,31 @@ class Controller:
         body = self.jobs.get(key)
         if body is None:
             return  # deleted: garbage collection removes the children
+        problems = validate_object(body)
+        if problems:
+            # The API server rejects such a spec; this one was stored before a CRD upgrade
+            # or with validation off, so Job.from_object may not read it.
+            await self._fail(body, "InvalidSpec", "; ".join(problems))
+            return
         job = Job.from_object(body)
         previous = body.get("status") or {}
         try:
             desired = plan_job(job)
         except PlanError as err:
-            await self._fail(body, job, "InvalidSpec", str(err))
+            await self._fail(body, "InvalidSpec", str(err))
             return
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         phase = Phase(previous["phase"]) if previous.get("phase") else None
         actions = plan_actions(desired, pods, phase)
         try:
             if actions.create_pods:
-                await self._ensure_service(job, desired)
-                await self._create_pods(job, actions.create_pods)
+                # The Service and the pods are independent objects: create them together.
+                await asyncio.gather(
+                    self._ensure_service(job, desired), self._create_pods(job, actions.create_pods)
+                )
         except ApiException as err:
             if err.status in (400, 422):
-                await self._fail(body, job, "InvalidPodTemplate", _api_message(err))
+                await self._fail(body, "InvalidPodTemplate", _api_message(err))
                 return
             raise
         for name in actions.delete_pods:
@@ -141,7 +160,7 @@ class Controller:
             now=now_rfc3339(),
             all_created=len(pods) + len(actions.create_pods) >= expected,
         )
-        await self._write_status(body, job, update)
+        await self._write_status(body, update)
 
     async def _ensure_service(self, job: Job, desired: DesiredState) -> None:
         if job.ref.uid not in self._services:
@@ -159,38 +178,23 @@ class Controller:
             if isinstance(result, BaseException):
                 raise result
 
-    async def _fail(self, body: dict[str, Any], job: Job, reason: str, message: str) -> None:
+    async def _fail(self, body: dict[str, Any], reason: str, message: str) -> None:
+        generation = int(body["metadata"].get("generation", 1))
         previous = body.get("status") or {}
-        if previous.get("phase") == Phase.FAILED:
-            return
-        now = now_rfc3339()
-        condition = {
-            "type": str(ConditionType.FAILED),
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now,
-            "observedGeneration": job.generation,
-        }
-        others = [c for c in previous.get("conditions", []) if c["type"] != ConditionType.FAILED]
-        status = {
-            **previous,
-            "phase": str(Phase.FAILED),
-            "conditions": [*others, condition],
-            "observedGeneration": job.generation,
-            "completionTime": now,
-        }
-        update = StatusUpdate(status, (Event("Warning", reason, message),), Phase.FAILED)
-        await self._write_status(body, job, update)
+        await self._write_status(
+            body, failed_status(previous, generation, reason, message, now_rfc3339())
+        )
 
-    async def _write_status(self, body: dict[str, Any], job: Job, update: StatusUpdate) -> None:
+    async def _write_status(self, body: dict[str, Any], update: StatusUpdate) -> None:
         previous = body.get("status") or {}
         if update.status == previous:
             return
-        await self.kube.patch_job_status(job.ref.namespace, job.ref.name, update.status)
+        meta = body["metadata"]
+        await self.kube.patch_job_status(meta["namespace"], meta["name"], update.status)
         body["status"] = update.status
-        for event in update.events:
-            await self.kube.post_event(body, event.type, event.reason, event.message)
+        if update.events:
+            # Events are informational: posting them must not hold up the next reconcile.
+            self._spawn(self._post_events(dict(body), update.events))
         if update.entered is not None:
             before = Phase(previous["phase"]) if previous.get("phase") else None
             metrics.job_entered(body, before, update.entered)

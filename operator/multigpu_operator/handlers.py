@@ -33,7 +33,10 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 @kopf.on.startup(registry=registry)
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = Settings.from_env()
-    settings.posting.level = logging.WARNING
+    # The controller posts its own Events; kopf's per-handler ones would double the
+    # API traffic, and its per-event INFO logs cost CPU at hundreds of jobs.
+    settings.posting.enabled = False
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     kube = Kube(await connect())

@@ -13,7 +13,7 @@ class Settings:
     metrics_port: int = 9090
     liveness_port: int = 8080
     # Concurrent reconciles (different jobs); one job is never reconciled twice at once.
-    workers: int = 16
+    workers: int = 32
     # The liveness probe fails when the pod watch has been silent this long.
     watch_stale_seconds: float = 600
 
@@ -23,6 +23,6 @@ class Settings:
             namespace=os.environ.get("MGJ_NAMESPACE") or None,
             metrics_port=int(os.environ.get("MGJ_METRICS_PORT", "9090")),
             liveness_port=int(os.environ.get("MGJ_LIVENESS_PORT", "8080")),
-            workers=int(os.environ.get("MGJ_WORKERS", "16")),
+            workers=int(os.environ.get("MGJ_WORKERS", "32")),
             watch_stale_seconds=float(os.environ.get("MGJ_WATCH_STALE_SECONDS", "600")),
         )

@@ -96,6 +96,9 @@ def build_tools() -> Tools:
     )
 
 
+CONTROL_PLANE_COMPONENTS = ("kube-controller-manager", "kube-scheduler", "kwok-controller")
+
+
 @dataclass(frozen=True)
 class LocalCluster:
     """One kwokctl cluster with its state under the cache directory."""
@@ -161,7 +164,11 @@ class LocalCluster:
             text=True,
             check=False,
         )
-        return probe.returncode == 0 and probe.stdout.strip() == "ok"
+        if probe.returncode != 0 or probe.stdout.strip() != "ok":
+            return False
+        # /readyz covers the API server and etcd only; the rest must be alive too.
+        running = " ".join(self.running_processes())
+        return all(f"/{c} " in running for c in CONTROL_PLANE_COMPONENTS)
 
     def up(self, gpu_nodes: int = 4, gpus_per_node: int = 8, cpu_nodes: int = 1) -> None:
         """Start the cluster (or reuse a healthy one) and make sure its nodes exist."""
@@ -232,7 +239,14 @@ class LocalCluster:
                         {"key": "advertise-address", "value": "127.0.0.1"},
                         {"key": "endpoint-reconciler-type", "value": "none"},
                     ],
-                }
+                },
+                # One instance each: leader election only adds a way to die. Under benchmark
+                # load a missed lease renewal made them exit, leaving a cluster whose API
+                # answered but which no longer scheduled pods or created ServiceAccounts.
+                *(
+                    {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
+                    for name in ("kube-controller-manager", "kube-scheduler")
+                ),
             ],
         }
         stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))

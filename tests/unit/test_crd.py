@@ -278,6 +278,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.modelParallel.microBatches in body should be greater than or equal to 1",
     ),
     (
+        "mp-stages-0",
+        spec(mode="ModelParallel", modelParallel={"stages": 0}),
+        "j",
+        "spec.modelParallel.stages in body should be greater than or equal to 1",
+    ),
+    (
         "no-containers",
         spec(template={"spec": {"containers": []}}),
         "j",
@@ -295,6 +301,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         elastic(elastic={"minReplicas": 1, "maxReplicas": 2, "maxRestarts": -1}),
         "j",
         "spec.elastic.maxRestarts in body should be greater than or equal to 0",
+    ),
+    (
+        "elastic-min-0",
+        elastic(elastic={"minReplicas": 0, "maxReplicas": 2}),
+        "j",
+        "spec.elastic.minReplicas in body should be greater than or equal to 1",
     ),
     (
         "elastic-no-max",

@@ -6,13 +6,12 @@ re-creating them is safe.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.spec import MAX_NAME_LENGTH, Job, Mode
+from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.plan import env
 from multigpu_operator.plan.errors import PlanError
 from multigpu_operator.plan.modes import ModeLayout, data_parallel, ddp, elastic, model_parallel
@@ -28,8 +27,7 @@ _MODES: Mapping[Mode, Callable[[Job, int], ModeLayout]] = {
     Mode.ELASTIC: elastic.layout,
 }
 
-# The Service is named after the job, and Service names are DNS-1035 labels.
-_DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# Pod hostnames are DNS labels.
 _DNS_LABEL_MAX = 63
 
 
@@ -42,37 +40,33 @@ class DesiredState:
 
 def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """The Service and pods `job` should have; `replicas` overrides spec.replicas
-    (an elastic job being scaled). Raises PlanError naming the field to fix."""
-    n = job.spec.replicas if replicas is None else replicas
-    _check(job, n)
+    (an elastic job being scaled). Raises PlanError naming the field to fix.
+
+    `job` must be a valid MultiGPUJob (api/validation.py: what the API server checks);
+    the planner checks only what that validation cannot see: the pod template against
+    what the operator sets (plan/pod.py), the pod names, and the `replicas` override.
+    """
+    n = job.spec.replicas if replicas is None else _check_override(job, replicas)
+    _check_pod_names(job, n)
     layout = _MODES[job.spec.mode](job, n)
     pods = tuple(build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]]) for i in range(n))
     return DesiredState(service=build_service(job), pods=pods, world_size=layout.world_size)
 
 
-def _check(job: Job, replicas: int) -> None:
-    """What every mode needs; the mode modules check their own settings."""
-    spec = job.spec
-    name = job.ref.name
-    if not _DNS_1035_LABEL.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
+def _check_override(job: Job, replicas: int) -> int:
+    """The API server checked spec.replicas, never an override of it."""
+    policy = job.spec.elastic
+    if job.spec.mode is not Mode.ELASTIC or policy is None:
+        return replicas
+    if not policy.min_replicas <= replicas <= policy.max_replicas:
         raise PlanError(
-            "metadata.name",
-            f"{name!r} must be at most {MAX_NAME_LENGTH} lowercase letters, digits and '-', "
-            "starting with a letter and ending with a letter or digit (it names the "
-            "job's Service and pod hostnames)",
+            "spec.replicas",
+            f"is {replicas}, outside spec.elastic [{policy.min_replicas}, {policy.max_replicas}]",
         )
-    if replicas < 1:
-        raise PlanError("spec.replicas", f"is {replicas}; must be at least 1")
-    if len(names.pod_name(name, replicas - 1)) > _DNS_LABEL_MAX:
+    return replicas
+
+
+def _check_pod_names(job: Job, replicas: int) -> None:
+    # The name rules leave room for a 5-digit index; spec.replicas has no maximum.
+    if len(names.pod_name(job.ref.name, replicas - 1)) > _DNS_LABEL_MAX:
         raise PlanError("spec.replicas", f"is {replicas}: pod hostnames would exceed 63 characters")
-    if spec.gpus_per_replica < 0:
-        raise PlanError("spec.gpusPerReplica", f"is {spec.gpus_per_replica}; must be at least 0")
-    if not 1 <= spec.master_port <= 65535:
-        raise PlanError("spec.masterPort", f"is {spec.master_port}; must be in 1-65535")
-    # Settings for another mode would be silently ignored.
-    if spec.elastic is not None and spec.mode is not Mode.ELASTIC:
-        raise PlanError("spec.elastic", f"is only used when spec.mode is Elastic, not {spec.mode}")
-    if spec.model_parallel is not None and spec.mode is not Mode.MODEL_PARALLEL:
-        raise PlanError(
-            "spec.modelParallel", f"is only used when spec.mode is ModelParallel, not {spec.mode}"
-        )

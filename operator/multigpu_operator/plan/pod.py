@@ -59,8 +59,6 @@ def build_pod(job: Job, index: int, env: Sequence[EnvVar]) -> dict[str, Any]:
     pod_spec.setdefault("enableServiceLinks", False)
 
     containers = _list(pod_spec.get("containers"), f"{path}.containers")
-    if not containers:
-        raise PlanError(f"{path}.containers", "needs at least one container")
     trainer = _trainer_index(containers, f"{path}.containers")
     container = containers[trainer]
     cpath = f"{path}.containers[{container.get('name') or trainer}]"

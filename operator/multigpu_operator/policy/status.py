@@ -208,6 +208,31 @@ def derive_status(
     return StatusUpdate(status=status, events=tuple(events), entered=entered)
 
 
+def failed_status(
+    previous: Mapping[str, Any], generation: int, reason: str, message: str, now: str
+) -> StatusUpdate:
+    """The job failed for a reason outside its pods (an invalid spec or pod template)."""
+    if previous.get("phase") == Phase.FAILED:
+        return StatusUpdate(dict(previous), (), None)
+    condition = {
+        "type": str(ConditionType.FAILED),
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+        "observedGeneration": generation,
+    }
+    others = [c for c in previous.get("conditions", []) if c["type"] != ConditionType.FAILED]
+    status = {
+        **previous,
+        "phase": str(Phase.FAILED),
+        "conditions": [*others, condition],
+        "observedGeneration": generation,
+        "completionTime": now,
+    }
+    return StatusUpdate(status, (Event("Warning", reason, message),), Phase.FAILED)
+
+
 _ORDER = {str(c): i for i, c in enumerate(ConditionType)}
 
 

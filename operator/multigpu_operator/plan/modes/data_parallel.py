@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import env
-from multigpu_operator.plan.errors import PlanError
 from multigpu_operator.plan.modes import ModeLayout
 
 
 def layout(job: Job, replicas: int) -> ModeLayout:
-    if replicas != 1:
-        raise PlanError(
-            "spec.replicas",
-            f"is {replicas}, but DataParallel runs in exactly one pod; "
-            "use DistributedDataParallel for several pods",
-        )
     # Still a world of one, so code written for torch.distributed runs unchanged.
     return ModeLayout(world_size=1, env=(tuple(env.static_env(job, 0, 1, 1)),))

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from multigpu_operator.api.spec import Job, ModelParallelPolicy
 from multigpu_operator.plan import env
-from multigpu_operator.plan.errors import PlanError
 from multigpu_operator.plan.modes import ModeLayout
 
 
@@ -20,28 +19,14 @@ def stages(job: Job, replicas: int) -> int:
     or one per GPU of the single pod."""
     spec = replace(job.spec, replicas=replicas)
     policy = spec.model_parallel or ModelParallelPolicy()
-    world = spec.world_size
-    if policy.stages is None:
-        return world if replicas > 1 else max(spec.gpus_per_replica, 1)
-    if policy.stages < 1:
-        raise PlanError("spec.modelParallel.stages", f"is {policy.stages}; must be at least 1")
-    if replicas > 1 and policy.stages != world:
-        # GPipe and 1F1B hold one stage per process.
-        raise PlanError(
-            "spec.modelParallel.stages",
-            f"is {policy.stages}, but {replicas} pods x {spec.processes_per_replica} "
-            f"processes hold one stage each ({world}); set it to {world} or leave it out",
-        )
-    return policy.stages
+    if policy.stages is not None:
+        return policy.stages
+    return spec.world_size if replicas > 1 else max(spec.gpus_per_replica, 1)
 
 
 def layout(job: Job, replicas: int) -> ModeLayout:
     spec = replace(job.spec, replicas=replicas)
     policy = spec.model_parallel or ModelParallelPolicy()
-    if policy.micro_batches < 1:
-        raise PlanError(
-            "spec.modelParallel.microBatches", f"is {policy.micro_batches}; must be at least 1"
-        )
     procs = spec.processes_per_replica
     pipeline = env.pipeline_env(stages(job, replicas), policy)
     return ModeLayout(
