@@ -1,0 +1,1 @@
+"""Training entrypoints for multigpu-operator jobs."""

@@ -1,0 +1,102 @@
+"""Checkpoints: rank 0 alone reads and writes them, and a write is all-or-nothing.
+
+The file holds the next epoch to run (so a finished epoch is never repeated), the
+model and optimizer state, and the sampler's seed and epoch. On a restart rank 0 reads
+it and broadcasts it, so only rank 0's pod needs the volume (a PVC in Kubernetes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+FILENAME = "checkpoint.pt"
+State = dict[str, Any]
+
+
+def path_in(directory: Path) -> Path:
+    return directory / FILENAME
+
+
+def save(directory: Path, state: State) -> Path:
+    """Write atomically: a crash mid-write leaves the previous checkpoint intact.
+
+    The temporary file sits in the same directory, so os.replace is a rename on one
+    file system; fsync makes the data durable before the rename makes it visible.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    target = path_in(directory)
+    tmp = directory / f".{FILENAME}.{os.getpid()}.tmp"
+    try:
+        with tmp.open("wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(directory)
+    return target
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Makes the rename itself durable; some file systems cannot open a directory.
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load(directory: Path) -> State | None:
+    target = path_in(directory)
+    if not target.exists():
+        return None
+    # weights_only: a checkpoint is data, never code to run.
+    state: State = torch.load(target, map_location="cpu", weights_only=True)
+    return state
+
+
+def make_state(
+    *, epoch: int, model: State, optimizer: State | list[State], seed: int, world_size: int
+) -> State:
+    return {
+        "epoch": epoch,
+        "model": model,
+        "optimizer": optimizer,
+        "sampler": {"seed": seed, "epoch": epoch},
+        "world_size": world_size,
+        "saved_at": time.time(),
+    }
+
+
+def save_on_rank0(rank: int, directory: Path | None, state: State) -> float | None:
+    """Rank 0 writes; other ranks return at once. The time written, or None."""
+    if rank != 0 or directory is None:
+        return None
+    target = save(directory, state)
+    log.info("checkpoint saved: %s (next epoch %d)", target, state["epoch"])
+    saved_at: float = state["saved_at"]
+    return saved_at
+
+
+def load_broadcast(directory: Path | None, rank: int, device: torch.device) -> State | None:
+    """Rank 0 reads the checkpoint; every rank of the group gets the same copy."""
+    state = load(directory) if rank == 0 and directory is not None else None
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return state
+    box: list[State | None] = [state]
+    dist.broadcast_object_list(box, src=0, device=device if device.type == "cuda" else None)
+    return box[0]

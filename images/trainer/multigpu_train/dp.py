@@ -1,0 +1,53 @@
+"""DataParallel: one process drives every visible GPU (nn.DataParallel), or the CPU.
+
+``--batch-size`` is the whole batch here; DataParallel splits it across the GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from multigpu_train import devices, fit, models
+from multigpu_train.errors import SetupError
+from multigpu_train.startup import start
+
+
+def train(argv: Sequence[str] | None = None) -> float:
+    s = start(argv, (), "multigpu_train.dp")
+    if s.world.world_size > 1:
+        raise SetupError(
+            f"DataParallel runs one process, but WORLD_SIZE={s.world.world_size}: "
+            "use multigpu_train.ddp to train across processes or pods"
+        )
+    cfg = s.cfg
+    visible = devices.select_devices(cfg.device, os.environ)
+    model = models.build(cfg, s.data.sample_shape, s.data.classes).to(visible[0])
+    # On the CPU DataParallel just calls the module; on GPUs it scatters each batch.
+    device_ids = [d.index for d in visible] if visible[0].type == "cuda" else None
+    parallel = nn.DataParallel(model, device_ids=device_ids)
+    optimizer = torch.optim.Adam(parallel.parameters(), lr=cfg.lr)
+    run = fit.Run(cfg, s.world, visible[0], s.metrics)
+    return fit.fit(
+        run,
+        parallel,
+        model,
+        optimizer,
+        fit.loader(run, s.data.train, None),
+        None,
+        fit.loader(run, s.data.test, None),
+    )
+
+
+@record
+def main() -> None:
+    train(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()
