@@ -4,12 +4,14 @@ Starts (or reuses) the local control plane with simulated GPU nodes, installs th
 CRD, runs the operator as a local process watching the `demo` namespace, applies
 every job in examples/, waits until each reports Running, and shows the jobs, their
 pods and where they were scheduled. The operator is stopped at the end; the jobs
-stay (`make cluster-down` removes everything).
+stay (`make cluster-down` removes everything). Last, one example trains for real on
+this machine's CPU with `mgj run --local` (docs/local-run.md).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,7 +65,17 @@ def main() -> int:
         operator.stop()
     print(f"\nAll {len(phases)} example jobs are Running. KUBECONFIG={cluster.kubeconfig}")
     print("Stop the cluster with: make cluster-down")
-    return 0
+    return train_locally(REPO / "examples/cpu-ddp.yaml")
+
+
+def train_locally(example: Path) -> int:
+    """The example's pods as real training processes here, through the same planner."""
+    print(f"\nTraining {example.relative_to(REPO)} for real on this CPU: mgj run --local")
+    started = time.monotonic()
+    command = [sys.executable, "-m", "multigpu_operator.cli", "run", str(example), "--local"]
+    code = subprocess.run(command, cwd=REPO, check=False).returncode
+    print(f"mgj run --local exited {code} after {time.monotonic() - started:.0f}s")
+    return code
 
 
 if __name__ == "__main__":

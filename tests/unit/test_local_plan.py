@@ -239,12 +239,20 @@ def test_expansion_follows_the_kubelet(text: str, expanded: str) -> None:
 
 
 def test_the_shell_environment_is_kept_but_not_its_distributed_variables() -> None:
-    shell = {"RANK": "7", "LOCAL_RANK": "3", "PET_NNODES": "9", "TORCHELASTIC_RUN_ID": "x"}
+    shell = {
+        "RANK": "7",
+        "LOCAL_RANK": "3",
+        "PET_NNODES": "9",
+        "PET_MAX_RESTARTS": "5",
+        "TORCHELASTIC_RUN_ID": "x",
+        "MGJ_REPLICAS": "9",
+        "MGJ_EPOCHS": "1",
+    }
     env = envs(DDP_TORCHRUN, machine("", environ=shell), cpu=True)[0]
-    assert env["HOME"] == "/home/me"
+    assert (env["HOME"], env["MGJ_EPOCHS"], env["MGJ_REPLICAS"]) == ("/home/me", "1", "2")
     assert env["PATH"] == f"{BIN}:/usr/bin"
     assert env["PET_NNODES"] == "2"
-    assert not {"RANK", "LOCAL_RANK", "TORCHELASTIC_RUN_ID"} & set(env)
+    assert not {"RANK", "LOCAL_RANK", "PET_MAX_RESTARTS", "TORCHELASTIC_RUN_ID"} & set(env)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,9 @@ DEFAULT_GRACE_PERIOD_S = 30
 CONTAINERS = "spec.template.spec.containers"
 
 # Variables that an inherited shell environment must not leak into a pod (a run started
-# inside another torchrun job, say): each process gets only what its pod would.
+# inside another torchrun job, say): each process gets only what its pod would. Other
+# variables pass (PATH, HOME, caches, training knobs such as MGJ_EPOCHS); the pod's own
+# env wins over them.
 _CLUSTER_ONLY_VARS = frozenset(
     {
         "MASTER_ADDR",
@@ -54,7 +56,7 @@ _CLUSTER_ONLY_VARS = frozenset(
         "NVIDIA_VISIBLE_DEVICES",
     }
 )
-_CLUSTER_ONLY_PREFIXES = ("PET_", "MGJ_", "TORCHELASTIC_")
+_CLUSTER_ONLY_PREFIXES = ("PET_", "TORCHELASTIC_")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -35,7 +34,6 @@ from multigpu_operator.local.plan import (
 )
 from multigpu_operator.plan import DesiredState
 
-_READ_CHUNK = 64 * 1024
 # How long output may keep coming after every pod has exited.
 _OUTPUT_DRAIN_S = 5.0
 
@@ -106,23 +104,63 @@ def free_port() -> int:
         return port
 
 
-@dataclass
-class _Running:
-    spec: LocalProcess
-    process: asyncio.subprocess.Process
-    stopped: bool = False
+class _Pod(asyncio.SubprocessProtocol):
+    """One running process: its output, line by line after `[pod] `, and its exit.
+
+    A protocol rather than asyncio.subprocess.Process: Process.wait() returns only once
+    the pipes close, which a process the pod started and left behind can delay forever.
+    """
+
+    def __init__(self, spec: LocalProcess, out: TextIO, err: TextIO) -> None:
+        self.spec = spec
+        self.exited: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.stopped = False  # terminated by the run, not on its own
+        self.transport: asyncio.SubprocessTransport | None = None
+        self._sinks = {1: out, 2: err}
+        self._partial = {1: b"", 2: b""}
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        *lines, self._partial[fd] = (self._partial[fd] + data).split(b"\n")
+        _write(self._sinks[fd], f"[{self.spec.pod}] ", lines)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if self._partial.get(fd):
+            _write(self._sinks[fd], f"[{self.spec.pod}] ", [self._partial[fd]])
+            self._partial[fd] = b""
+
+    def process_exited(self) -> None:
+        self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    @property
+    def pid(self) -> int:
+        assert self.transport is not None
+        pid = self.transport.get_pid()
+        return pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.transport is None else self.transport.get_returncode()
 
 
 async def run_processes(
     processes: Sequence[LocalProcess], out: TextIO, err: TextIO
 ) -> list[PodExit]:
     """Start every process and wait for all; their exits in the order they happened."""
-    running: list[_Running] = []
+    pods: list[_Pod] = []
     stopping: list[asyncio.Task[None]] = []
     interrupts = 0
 
     def stop_all(*, now: bool = False) -> None:
-        stopping.extend(asyncio.create_task(_stop(r, now=now)) for r in running)
+        stopping.extend(asyncio.create_task(_stop(pod, now=now)) for pod in pods)
 
     def interrupt() -> None:
         nonlocal interrupts
@@ -137,47 +175,41 @@ async def run_processes(
         for spec in processes:
             if interrupts:
                 break
-            running.append(_Running(spec, await _start(spec)))
-        return await _supervise(running, stop_all, out, err)
+            pods.append(await _start(spec, out, err))
+        return await _supervise(pods, stop_all)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        for r in running:
-            if r.process.returncode is None:
-                _kill_tree(r.process.pid)
+        for pod in pods:
+            if pod.returncode is None:
+                _kill_tree(pod.pid)
         await asyncio.gather(*stopping, return_exceptions=True)
+        for pod in pods:
+            assert pod.transport is not None
+            pod.transport.close()
 
 
-async def _supervise(
-    running: list[_Running], stop_all: Callable[[], None], out: TextIO, err: TextIO
-) -> list[PodExit]:
-    pumps = [
-        asyncio.create_task(_pump(stream, sink, f"[{r.spec.pod}] "))
-        for r in running
-        for stream, sink in ((r.process.stdout, out), (r.process.stderr, err))
-        if stream is not None
-    ]
-    waits = {asyncio.create_task(r.process.wait()): r for r in running}
+async def _supervise(pods: list[_Pod], stop_all: Callable[[], None]) -> list[PodExit]:
+    waits = {asyncio.ensure_future(pod.exited): pod for pod in pods}
     exits: list[PodExit] = []
     failed = False
     pending = set(waits)
     while pending:
         done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for task in sorted(done, key=lambda t: waits[t].spec.index):
-            finished = waits[task]
-            code = container_exit_code(task.result())
+        for finished in sorted((waits[task] for task in done), key=lambda p: p.spec.index):
+            returncode = finished.returncode
+            assert returncode is not None
+            code = container_exit_code(returncode)
             exits.append(_exit(finished, code))
             # The container is gone, and with it everything it started.
-            _kill_tree(finished.process.pid)
+            _kill_tree(finished.pid)
             if code != 0 and not finished.stopped and not failed:
                 # A failed rank breaks the collective: the others would wait in it forever.
                 failed = True
                 stop_all()
-    # Output still buffered in the pipes comes through; a process that left the pod's
-    # process tree must not keep the run open.
-    _, late = await asyncio.wait(pumps, timeout=_OUTPUT_DRAIN_S)
-    for pump in late:
-        pump.cancel()
+    # Output still in the pipes comes through; a process that left the pod's process
+    # tree must not keep the run open.
+    await asyncio.wait([pod.closed for pod in pods], timeout=_OUTPUT_DRAIN_S)
     return exits
 
 
@@ -195,42 +227,41 @@ def _program(spec: LocalProcess) -> str:
     return program
 
 
-async def _start(spec: LocalProcess) -> asyncio.subprocess.Process:
+async def _start(spec: LocalProcess, out: TextIO, err: TextIO) -> _Pod:
     program = _program(spec)
+    loop = asyncio.get_running_loop()
     try:
-        return await asyncio.create_subprocess_exec(
+        _, pod = await loop.subprocess_exec(
+            lambda: _Pod(spec, out, err),
             program,
             *spec.argv[1:],
             env=dict(spec.env),
             cwd=spec.working_dir,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             # Its own process group: Ctrl-C reaches mgj alone, which then stops every pod
             # in order, and what a pod started can be killed with it.
             start_new_session=True,
         )
     except OSError as error:
         raise RunError(f"{spec.pod}: cannot start {spec.argv[0]!r}: {error}") from error
+    return pod
 
 
-async def _stop(running: _Running, *, now: bool = False) -> None:
+async def _stop(pod: _Pod, *, now: bool = False) -> None:
     """Stop like the kubelet: SIGTERM, then SIGKILL after the pod's grace period."""
-    process = running.process
-    if process.returncode is not None:
+    if pod.returncode is not None:
         return
-    running.stopped = True
+    pod.stopped = True
     if not now:
-        try:
-            process.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(process.wait(), running.spec.grace_period_s)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pod.pid, signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(pod.exited), pod.spec.grace_period_s)
             return
-        except ProcessLookupError:
-            return
-        except TimeoutError:
-            pass
-    _kill_tree(process.pid)
-    await process.wait()
+    _kill_tree(pod.pid)
+    await pod.exited
 
 
 def _kill_tree(pid: int) -> None:
@@ -260,19 +291,9 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _exit(running: _Running, code: int) -> PodExit:
-    spec = running.spec
-    return PodExit(spec.pod, spec.index, spec.container, code, time.time(), running.stopped)
-
-
-async def _pump(stream: asyncio.StreamReader, sink: TextIO, prefix: str) -> None:
-    """Copy `stream` to `sink` a line at a time, each line after `prefix`."""
-    pending = b""
-    while chunk := await stream.read(_READ_CHUNK):
-        *lines, pending = (pending + chunk).split(b"\n")
-        _write(sink, prefix, lines)
-    if pending:
-        _write(sink, prefix, [pending])
+def _exit(pod: _Pod, code: int) -> PodExit:
+    spec = pod.spec
+    return PodExit(spec.pod, spec.index, spec.container, code, time.time(), pod.stopped)
 
 
 def _write(sink: TextIO, prefix: str, lines: list[bytes]) -> None:
