@@ -22,6 +22,7 @@ from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.api.validation import validate_object
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
+from multigpu_operator.policy.pods import with_attempt
 
 # The API server assigns a job's UID on creation; offline it is shown as this.
 PLACEHOLDER_UID = "uid-assigned-at-creation"
@@ -54,7 +55,11 @@ def plan_documents(
 def render(documents: Iterator[Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Children of every MultiGPUJob in `documents`, through the operator's own planner."""
     planned, errors = plan_documents(documents, namespace)
-    objects = [obj for _, desired in planned for obj in (desired.service, *desired.pods)]
+    objects = [
+        obj
+        for _, desired in planned
+        for obj in (desired.service, *(with_attempt(pod, 1) for pod in desired.pods))
+    ]
     return objects, errors
 
 

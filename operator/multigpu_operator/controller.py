@@ -19,20 +19,14 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator import metrics
-from multigpu_operator.api.spec import Job, Mode
+from multigpu_operator.api.spec import Job
 from multigpu_operator.api.validation import validate_object
 from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
-from multigpu_operator.policy.status import (
-    Event,
-    Phase,
-    StatusUpdate,
-    count_pods,
-    derive_status,
-    failed_status,
-)
-from multigpu_operator.reconcile import plan_actions
+from multigpu_operator.policy.conditions import Event
+from multigpu_operator.policy.status import Phase, StatusUpdate, failed_status
+from multigpu_operator.reconcile import decide
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +48,7 @@ class Controller:
         self._workers = workers
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self._timers: dict[JobKey, asyncio.TimerHandle] = {}
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
@@ -81,7 +76,13 @@ class Controller:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         if event_type == "DELETED":
             self.jobs.pop(key, None)
+            timer = self._timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
             return
+        known = self.jobs.get(key)
+        if known is not None and _older(body, known):
+            return  # our own status write already gave us a newer version
         self.jobs[key] = dict(body)
         self.enqueue(key)
 
@@ -127,40 +128,55 @@ class Controller:
             await self._fail(body, "InvalidSpec", "; ".join(problems))
             return
         job = Job.from_object(body)
-        previous = body.get("status") or {}
         try:
             desired = plan_job(job)
         except PlanError as err:
             await self._fail(body, "InvalidSpec", str(err))
             return
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
-        phase = Phase(previous["phase"]) if previous.get("phase") else None
-        actions = plan_actions(desired, pods, phase)
+        decision = decide(job, desired, pods, body.get("status") or {}, datetime.now(UTC))
+        # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
+        update = StatusUpdate(decision.status, decision.events, decision.entered)
+        if not await self._write_status(body, update):
+            return
+        if decision.restarts:
+            metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
+        await asyncio.gather(
+            *(self.kube.delete_pod(job.ref.namespace, name) for name in decision.delete_pods)
+        )
         try:
-            if actions.create_pods:
+            if decision.create_pods:
                 # The Service and the pods are independent objects: create them together.
                 await asyncio.gather(
-                    self._ensure_service(job, desired), self._create_pods(job, actions.create_pods)
+                    self._ensure_service(job, desired),
+                    self._create_pods(job, decision.create_pods),
                 )
         except ApiException as err:
             if err.status in (400, 422):
                 await self._fail(body, "InvalidPodTemplate", _api_message(err))
                 return
             raise
-        for name in actions.delete_pods:
-            await self.kube.delete_pod(job.ref.namespace, name)
-        expected = len(desired.pods)
-        update = derive_status(
-            job_name=job.ref.name,
-            generation=job.generation,
-            expected_pods=expected,
-            world_size=_world_size(job, desired, pods),
-            pods=pods,
-            previous=previous,
-            now=now_rfc3339(),
-            all_created=len(pods) + len(actions.create_pods) >= expected,
-        )
-        await self._write_status(body, update)
+        if decision.delete_job:
+            log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
+            await self.kube.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
+        if decision.requeue_after is not None:
+            self._wake(key, decision.requeue_after)
+
+    def _wake(self, key: JobKey, delay: float) -> None:
+        """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        timer = self._timers.get(key)
+        if timer is not None and not timer.cancelled() and timer.when() <= due:
+            return
+        if timer is not None:
+            timer.cancel()
+        # A little late rather than early: timestamps in the status have whole seconds.
+        self._timers[key] = loop.call_at(due + 0.5, self._fire, key)
+
+    def _fire(self, key: JobKey) -> None:
+        self._timers.pop(key, None)
+        self.enqueue(key)
 
     async def _ensure_service(self, job: Job, desired: DesiredState) -> None:
         if job.ref.uid not in self._services:
@@ -185,30 +201,49 @@ class Controller:
             body, failed_status(previous, generation, reason, message, now_rfc3339())
         )
 
-    async def _write_status(self, body: dict[str, Any], update: StatusUpdate) -> None:
+    async def _write_status(self, body: dict[str, Any], update: StatusUpdate) -> bool:
+        """Write the status if it changed; False if the job changed meanwhile (the watch
+        brings the newer version, which is reconciled instead)."""
         previous = body.get("status") or {}
         if update.status == previous:
-            return
+            return True
         meta = body["metadata"]
-        await self.kube.patch_job_status(meta["namespace"], meta["name"], update.status)
+        # A merge patch keeps keys it does not mention: removed ones are sent as null.
+        patch = {**{k: None for k in previous if k not in update.status}, **update.status}
+        updated = await self.kube.patch_job_status(
+            meta["namespace"], meta["name"], patch, meta.get("resourceVersion")
+        )
+        if updated is None:
+            self._wake((meta["namespace"], meta["name"]), 1.0)
+            return False
         body["status"] = update.status
+        body["metadata"] = {**meta, "resourceVersion": updated["metadata"]["resourceVersion"]}
         if update.events:
             # Events are informational: posting them must not hold up the next reconcile.
             self._spawn(self._post_events(dict(body), update.events))
         if update.entered is not None:
             before = Phase(previous["phase"]) if previous.get("phase") else None
             metrics.job_entered(body, before, update.entered)
+        return True
 
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:
     return any(ref["uid"] == uid for ref in pod["metadata"].get("ownerReferences", []))
 
 
-def _world_size(job: Job, desired: DesiredState, pods: list[dict[str, Any]]) -> int:
-    if job.spec.mode is Mode.ELASTIC:
-        # Elastic membership is decided by rendezvous: count the processes of live pods.
-        return count_pods(pods).running * job.spec.processes_per_replica
-    return desired.world_size or 0
+def _older(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
+    """Whether `body` is an older version of the same object than `known`.
+
+    resourceVersions are opaque strings, but etcd-backed API servers hand out increasing
+    integers; where either is not one, nothing is assumed (the conditional status write
+    then catches a stale view).
+    """
+    if body["metadata"].get("uid") != known["metadata"].get("uid"):
+        return False
+    try:
+        return int(body["metadata"]["resourceVersion"]) < int(known["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def _api_message(err: ApiException) -> str:

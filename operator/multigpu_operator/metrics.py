@@ -41,6 +41,11 @@ API_REQUESTS = Counter(
     "mgj_api_requests_total", "Requests the operator sent to the API server", ["verb", "resource"]
 )
 RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
+RESTARTS = Counter(
+    "mgj_restarts_total",
+    "Restarts decided by the operator: a new attempt, or an elastic pod replaced",
+    ["namespace", "mode"],
+)
 TIME_TO_RUNNING = Histogram(
     "mgj_job_time_to_running_seconds",
     "From a job's creation to all of its pods Running",
@@ -86,6 +91,24 @@ class StateCollector(Collector):
         for phase in Phase:
             jobs.add_metric([str(phase)], by_phase.get(phase, 0))
         yield jobs
+        world = GaugeMetricFamily(
+            "mgj_job_world_size",
+            "Training processes of a running job (Elastic: follows scaling); 0 when not running",
+            labels=["namespace", "job"],
+        )
+        restarts = GaugeMetricFamily(
+            "mgj_job_restarts",
+            "Restarts of a job so far (status.restarts)",
+            labels=["namespace", "job"],
+        )
+        for job in self._jobs():
+            status, meta = job.get("status") or {}, job["metadata"]
+            labels = [meta["namespace"], meta["name"]]
+            running = status.get("phase") == Phase.RUNNING
+            world.add_metric(labels, int(status.get("worldSize") or 0) if running else 0)
+            restarts.add_metric(labels, int(status.get("restarts") or 0))
+        yield world
+        yield restarts
         info = GaugeMetricFamily(
             "mgj_job_pod_info",
             "1 for every pod of a MultiGPUJob; join GPU metrics (DCGM) on namespace and pod",

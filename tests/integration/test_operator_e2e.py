@@ -7,7 +7,6 @@ kwok runs the pods, and the job's status follows them to Succeeded.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +15,14 @@ import yaml
 from kubernetes import client
 
 from cluster.localcluster import LocalCluster
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION, Job
+from multigpu_operator.api.spec import GROUP, VERSION, Job
 from multigpu_operator.plan import plan_job
 from support.events import list_events
+from support.jobs import apply, job_phase, job_pods, read_job
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
-
-
-def read_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    obj: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name
-    )
-    return obj
-
-
-def job_phase(api: client.ApiClient, namespace: str, name: str) -> str | None:
-    return (read_job(api, namespace, name).get("status") or {}).get("phase")
-
-
-def job_pods(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"multigpu.dev/job-name={name}")
-    return sorted(pods.items, key=lambda p: p.metadata.name)
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -55,10 +39,6 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 def trainer(pod: dict[str, Any]) -> dict[str, Any]:
     containers = pod["spec"]["containers"]
     return next((c for c in containers if c["name"] == "trainer"), containers[0])
-
-
-def apply(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(manifest))
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])

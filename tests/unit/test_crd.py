@@ -153,6 +153,7 @@ def test_names_subresources_and_columns() -> None:
         ".status.worldSize",
         ".spec.gpusPerReplica",
         ".status.phase",
+        ".status.restarts",
         ".metadata.creationTimestamp",
     ]
 

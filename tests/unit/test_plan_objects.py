@@ -247,3 +247,28 @@ def test_own_shm_mount_is_kept_when_shm_size_is_zero() -> None:
 
 
 # --- conflicts ----------------------------------------------------------------------------
+
+
+def test_a_queued_job_makes_its_pods_one_kueue_pod_group() -> None:
+    queued = Job.from_object(
+        {
+            "metadata": {
+                "name": NAME,
+                "namespace": NAMESPACE,
+                "uid": UID,
+                "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+            },
+            "spec": {"mode": "DistributedDataParallel", "replicas": 3, "template": template()},
+        }
+    )
+    for p in plan_job(queued).pods:
+        assert p["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+        assert p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == NAME
+        assert p["metadata"]["annotations"] == {"kueue.x-k8s.io/pod-group-total-count": "3"}
+    assert "annotations" not in pod(job())["metadata"]
+
+
+def test_scheduler_name_and_priority_class_pass_through() -> None:
+    tmpl = template(schedulerName="volcano", priorityClassName="high")
+    spec = pod(job(tmpl=tmpl))["spec"]
+    assert (spec["schedulerName"], spec["priorityClassName"]) == ("volcano", "high")

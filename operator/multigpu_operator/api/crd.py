@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from multigpu_operator.api.schema import Schema, root_schema
+from multigpu_operator.api.schema import root_schema
+from multigpu_operator.api.schema_types import Schema
 from multigpu_operator.api.spec import (
     GROUP,
     KIND,
@@ -69,6 +70,7 @@ def crd() -> dict[str, Any]:
                         _column("World", ".status.worldSize", "integer", "Training processes."),
                         _column("GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."),
                         _column("Phase", ".status.phase", "string", "Job phase."),
+                        _column("Restarts", ".status.restarts", "integer", "Failures retried."),
                         _column("Age", ".metadata.creationTimestamp", "date", "Since created."),
                     ],
                 }

@@ -11,6 +11,8 @@ from multigpu_operator.api.spec import GROUP
 LABEL_JOB_NAME = f"{GROUP}/job-name"
 LABEL_REPLICA_INDEX = f"{GROUP}/replica-index"
 LABEL_MODE = f"{GROUP}/mode"
+# The attempt that created a pod (1, 2, ...): a retry replaces pods under the same names.
+LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "multigpu-operator"
 # Selects every child of every job: what the operator's pod watch asks the API server for.

@@ -7,11 +7,15 @@ schemas offline.
 
 from __future__ import annotations
 
-from typing import Any
-
 from multigpu_operator.api.rules import NAME_RULES, SPEC_RULES
+from multigpu_operator.api.schema_policies import (
+    elastic_schema,
+    gang_schema,
+    run_policy_schema,
+    suspend_schema,
+)
+from multigpu_operator.api.schema_types import Schema, enum_of, integer
 from multigpu_operator.api.spec import (
-    DEFAULT_ELASTIC_MAX_RESTARTS,
     DEFAULT_GPU_RESOURCE,
     DEFAULT_GPUS_PER_REPLICA,
     DEFAULT_LAUNCHER,
@@ -26,9 +30,7 @@ from multigpu_operator.api.spec import (
     PipelineSchedule,
 )
 
-Schema = dict[str, Any]
-
-PHASES = ["Pending", "Running", "Succeeded", "Failed"]
+PHASES = ["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 # A Kubernetes quantity without sign (what resource.Quantity accepts), e.g. 2Gi, 512Mi, 1e9.
 QUANTITY_PATTERN = (
     r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -36,62 +38,11 @@ QUANTITY_PATTERN = (
 )
 
 
-def _int(description: str, minimum: int, default: int | None = None, **extra: Any) -> Schema:
-    out: Schema = {"type": "integer", "minimum": minimum, "description": description, **extra}
-    if default is not None:
-        out["default"] = default
-    return out
-
-
-def _enum(description: str, values: list[str], default: str | None = None) -> Schema:
-    out: Schema = {"type": "string", "enum": values, "description": description}
-    if default is not None:
-        out["default"] = default
-    return out
-
-
 def _string_map(description: str) -> Schema:
     return {
         "type": "object",
         "additionalProperties": {"type": "string"},
         "description": description,
-    }
-
-
-def _elastic_schema() -> Schema:
-    return {
-        "type": "object",
-        "description": (
-            "Elastic training policy; required when mode is Elastic and not allowed otherwise. "
-            "Pods run torchrun with c10d rendezvous (PET_NNODES=minReplicas:maxReplicas) on "
-            "masterPort, so the job keeps training while pods come and go between minReplicas "
-            "and maxReplicas. The current pod count is spec.replicas, changed with the scale "
-            "subresource (`kubectl scale mgj/<name> --replicas=N`, or a "
-            "HorizontalPodAutoscaler) and always kept within [minReplicas, maxReplicas]."
-        ),
-        "required": ["minReplicas", "maxReplicas"],
-        "properties": {
-            "minReplicas": _int(
-                "Fewest pods the job trains with; rendezvous waits for at least this many "
-                "(torchrun --nnodes min). Must not exceed maxReplicas.",
-                1,
-                format="int32",
-            ),
-            "maxReplicas": _int(
-                "Most pods the job may scale to (torchrun --nnodes max). spec.replicas may not "
-                "exceed it.",
-                1,
-                format="int32",
-            ),
-            "maxRestarts": _int(
-                "How many times torchrun restarts the worker group after a failure or a "
-                "membership change that loses a pod (torchrun --max-restarts); a pod joining "
-                f"does not count. Default {DEFAULT_ELASTIC_MAX_RESTARTS}.",
-                0,
-                DEFAULT_ELASTIC_MAX_RESTARTS,
-                format="int32",
-            ),
-        },
     }
 
 
@@ -105,14 +56,14 @@ def _model_parallel_schema() -> Schema:
             "several replicas every process holds one stage (torch.distributed.pipelining)."
         ),
         "properties": {
-            "stages": _int(
+            "stages": integer(
                 "Number of pipeline stages. With several replicas it must equal "
                 "replicas x max(gpusPerReplica, 1), one stage per process; omit it to get that. "
                 "With replicas 1 it defaults to the pod's GPU count.",
                 1,
                 format="int32",
             ),
-            "microBatches": _int(
+            "microBatches": integer(
                 "Micro-batches each batch is split into to keep all stages busy. More "
                 "micro-batches shrink the pipeline bubble but make each one smaller. Default "
                 f"{DEFAULT_MICRO_BATCHES}.",
@@ -120,7 +71,7 @@ def _model_parallel_schema() -> Schema:
                 DEFAULT_MICRO_BATCHES,
                 format="int32",
             ),
-            "schedule": _enum(
+            "schedule": enum_of(
                 "Pipeline schedule: GPipe (all forwards, then all backwards; simplest, most "
                 "activation memory) or 1F1B (interleaves one forward with one backward; less "
                 f"activation memory). Default {DEFAULT_SCHEDULE}.",
@@ -195,7 +146,7 @@ def spec_schema() -> Schema:
         "description": "Desired state of the training job.",
         "required": ["mode", "template"],
         "properties": {
-            "mode": _enum(
+            "mode": enum_of(
                 "Training technique, which decides how many processes each pod runs and what "
                 "they are told. DataParallel: one pod, one process driving all its GPUs "
                 "(torch.nn.DataParallel); replicas must be 1. DistributedDataParallel: one "
@@ -206,7 +157,7 @@ def spec_schema() -> Schema:
                 "spec.elastic.minReplicas and maxReplicas while training continues.",
                 [str(m) for m in Mode],
             ),
-            "replicas": _int(
+            "replicas": integer(
                 "Number of pods. DataParallel requires 1. For Elastic it is the desired pod "
                 "count, driven by the scale subresource (kubectl scale, HPA) and kept within "
                 "spec.elastic.minReplicas..maxReplicas; the other modes form a fixed world of "
@@ -215,7 +166,7 @@ def spec_schema() -> Schema:
                 DEFAULT_REPLICAS,
                 format="int32",
             ),
-            "gpusPerReplica": _int(
+            "gpusPerReplica": integer(
                 "GPUs each pod asks for (a limit on gpuResource). 0 trains on CPU with the gloo "
                 "backend and hides the node's GPUs. Each GPU gets its own process "
                 "(LOCAL_RANK), except for DataParallel and for ModelParallel with replicas 1, "
@@ -243,7 +194,7 @@ def spec_schema() -> Schema:
                     "any node with the resource."
                 ),
             },
-            "launcher": _enum(
+            "launcher": enum_of(
                 "How the training container starts its processes. Torchrun: the container "
                 "runs torchrun (or anything reading PET_* variables); the operator sets "
                 "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT and, for "
@@ -256,7 +207,7 @@ def spec_schema() -> Schema:
                 [str(launcher) for launcher in Launcher],
                 str(DEFAULT_LAUNCHER),
             ),
-            "masterPort": _int(
+            "masterPort": integer(
                 "TCP port of the rank-0 process group store (MASTER_PORT); for Elastic the "
                 f"c10d rendezvous port. Default {DEFAULT_MASTER_PORT}.",
                 1,
@@ -276,7 +227,10 @@ def spec_schema() -> Schema:
                     f'"0" or null mounts none. Default {DEFAULT_SHM_SIZE}.'
                 ),
             },
-            "elastic": _elastic_schema(),
+            "elastic": elastic_schema(),
+            "runPolicy": run_policy_schema(),
+            "gang": gang_schema(),
+            "suspend": suspend_schema(),
             "modelParallel": _model_parallel_schema(),
             "template": _template_schema(),
         },
@@ -293,7 +247,7 @@ def _condition_schema() -> Schema:
                 "type": "string",
                 "description": "Condition type: Created, Running, Succeeded or Failed.",
             },
-            "status": _enum("Whether the condition holds.", ["True", "False", "Unknown"]),
+            "status": enum_of("Whether the condition holds.", ["True", "False", "Unknown"]),
             "reason": {
                 "type": "string",
                 "description": "Machine-readable CamelCase reason for the last transition.",
@@ -325,10 +279,12 @@ def status_schema() -> Schema:
         "type": "object",
         "description": "Observed state of the job, written by the operator.",
         "properties": {
-            "phase": _enum(
-                "Pending until every pod runs, then Running; Succeeded when every pod "
-                "succeeded; Failed as soon as the job cannot continue. Succeeded and Failed "
-                "are final.",
+            "phase": enum_of(
+                "Pending until every pod runs (Elastic: minReplicas pods), then Running; "
+                "Restarting from a retried failure until the new attempt runs; Suspended "
+                "while spec.suspend is true; Succeeded when every pod succeeded (Elastic: "
+                "training finished); Failed when the job cannot continue. Succeeded and "
+                "Failed are final. docs/lifecycle.md has the rules.",
                 PHASES,
             ),
             "conditions": {
@@ -354,7 +310,48 @@ def status_schema() -> Schema:
                     "failed": count("Pods that failed."),
                 },
             },
-            "startTime": time("When the operator first acted on the job."),
+            "attempt": count(
+                "Current attempt, from 1. A retry after a failure, a resume and a requeue "
+                "after a gang timeout each start a new one; pods carry it as the label "
+                "multigpu.dev/attempt."
+            ),
+            "restarts": count(
+                "Failures retried so far (new attempts, or Elastic pods replaced); at most "
+                "runPolicy.backoffLimit."
+            ),
+            "lastFailure": {
+                "type": "object",
+                "description": "The most recent pod failure the operator acted on.",
+                "properties": {
+                    "pod": {"type": "string", "description": "The failed pod."},
+                    "replicaIndex": {
+                        "type": "integer",
+                        "nullable": True,
+                        "description": "Its replica index.",
+                    },
+                    "exitCode": {
+                        "type": "integer",
+                        "nullable": True,
+                        "description": "The trainer's exit code; null if the pod was lost.",
+                    },
+                    "reason": {"type": "string", "description": "Why it ended."},
+                    "attempt": count("The attempt it belonged to."),
+                },
+            },
+            "createdAttempt": count("The last attempt all of whose pods were seen created."),
+            "targetReplicas": count("Elastic: the pod count last planned (for scale events)."),
+            "countedFailures": {
+                "type": "array",
+                "description": "Elastic: UIDs of failed pods already counted as restarts.",
+                "items": {"type": "string"},
+            },
+            "unscheduledSince": time("Since when pods have been unschedulable (gang timer)."),
+            "belowMinSince": time("Elastic: since when fewer than minReplicas pods run."),
+            "requeueAt": time("After a gang timeout with Requeue: when pods are created again."),
+            "startTime": time(
+                "When the operator first acted on the job, or its last resume "
+                "(activeDeadlineSeconds counts from here)."
+            ),
             "completionTime": time("When the job reached Succeeded or Failed."),
             "observedGeneration": {
                 "type": "integer",

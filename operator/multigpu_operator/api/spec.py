@@ -12,6 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from multigpu_operator.api.lifecycle import (
+    DEFAULT_BELOW_MIN_ACTION,
+    DEFAULT_BELOW_MIN_TIMEOUT_SECONDS,
+    BelowMinAction,
+    GangPolicy,
+    RunPolicy,
+)
+
 GROUP = "multigpu.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -29,6 +37,10 @@ DEFAULT_SHM_SIZE = "2Gi"
 DEFAULT_ELASTIC_MAX_RESTARTS = 3
 DEFAULT_MICRO_BATCHES = 4
 TRAINER_CONTAINER = "trainer"
+# Kueue's plain pod-group integration: what a job's pods carry when the job has a queue.
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 # Longest job name whose children stay valid DNS labels: pods are `<name>-<index>`
 # (index up to 5 digits) and their hostnames must fit in 63 characters.
 MAX_NAME_LENGTH = 56
@@ -62,6 +74,9 @@ class ElasticPolicy:
     min_replicas: int
     max_replicas: int
     max_restarts: int = DEFAULT_ELASTIC_MAX_RESTARTS
+    # How long fewer than min_replicas pods may be running before on_below_min applies.
+    below_min_timeout_seconds: int = DEFAULT_BELOW_MIN_TIMEOUT_SECONDS
+    on_below_min: BelowMinAction = DEFAULT_BELOW_MIN_ACTION
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,10 @@ class JobSpec:
     shm_size: str | None = DEFAULT_SHM_SIZE
     elastic: ElasticPolicy | None = None
     model_parallel: ModelParallelPolicy | None = None
+    run_policy: RunPolicy = field(default_factory=RunPolicy)
+    gang: GangPolicy = field(default_factory=GangPolicy)
+    # Suspended: the job keeps its status but has no pods (Kueue admits by unsuspending).
+    suspend: bool = False
     # The pod template exactly as the user wrote it (a PodTemplateSpec as a dict).
     template: Mapping[str, Any] = field(default_factory=dict)
 
@@ -127,6 +146,12 @@ class JobSpec:
                     min_replicas=int(elastic["minReplicas"]),
                     max_replicas=int(elastic["maxReplicas"]),
                     max_restarts=int(elastic.get("maxRestarts", DEFAULT_ELASTIC_MAX_RESTARTS)),
+                    below_min_timeout_seconds=int(
+                        elastic.get("belowMinTimeoutSeconds", DEFAULT_BELOW_MIN_TIMEOUT_SECONDS)
+                    ),
+                    on_below_min=BelowMinAction(
+                        elastic.get("onBelowMin", DEFAULT_BELOW_MIN_ACTION)
+                    ),
                 )
                 if elastic
                 else None
@@ -144,6 +169,9 @@ class JobSpec:
                 if model_parallel is not None
                 else (ModelParallelPolicy() if spec["mode"] == Mode.MODEL_PARALLEL else None)
             ),
+            run_policy=RunPolicy.from_dict(spec.get("runPolicy")),
+            gang=GangPolicy.from_dict(spec.get("gang")),
+            suspend=bool(spec.get("suspend", False)),
             template=spec.get("template") or {},
         )
 
@@ -162,6 +190,8 @@ class Job:
     ref: JobRef
     spec: JobSpec
     generation: int = 1
+    # The job's kueue.x-k8s.io/queue-name label: its pods then form a Kueue pod group.
+    queue_name: str | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -174,4 +204,5 @@ class Job:
             ),
             spec=JobSpec.from_dict(obj.get("spec", {})),
             generation=int(meta.get("generation", 1)),
+            queue_name=(meta.get("labels") or {}).get(KUEUE_QUEUE_NAME) or None,
         )

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from multigpu_operator.api.rules import NAME_RULES, SPEC_RULES
-from multigpu_operator.api.schema import Schema, spec_schema
+from multigpu_operator.api.schema import spec_schema
+from multigpu_operator.api.schema_types import Schema
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),

@@ -77,18 +77,51 @@ class Kube:
             if err.status != 404:
                 raise
 
-    async def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        """Merge-patch the status subresource (never the spec: GitOps sees no drift)."""
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
+    ) -> dict[str, Any] | None:
+        """Merge-patch the status subresource (never the spec: GitOps sees no drift).
+
+        With `resource_version` the write only happens if the job has not changed since
+        that version (optimistic concurrency); None is returned on such a conflict and the
+        updated job otherwise.
+        """
         API_REQUESTS.labels("patch", "multigpujobs/status").inc()
-        await self.custom.patch_namespaced_custom_object_status(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            {"status": dict(status)},
-            _content_type="application/merge-patch+json",
-        )
+        body: dict[str, Any] = {"status": dict(patch)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            updated = await self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body,
+                _content_type="application/merge-patch+json",
+            )
+        except ApiException as err:
+            if err.status == 409:
+                return None
+            raise
+        return dict(updated)
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a job (and, by garbage collection, its children); only that very object:
+        a job re-created under the same name has another UID and is left alone."""
+        API_REQUESTS.labels("delete", "multigpujobs").inc()
+        try:
+            await self.custom.delete_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+            )
+        except ApiException as err:
+            if err.status not in (404, 409):
+                raise
 
     async def post_event(
         self, job: Mapping[str, Any], type_: str, reason: str, message: str

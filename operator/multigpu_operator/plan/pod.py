@@ -15,7 +15,7 @@ from multigpu_operator.api import names
 from multigpu_operator.api.spec import TRAINER_CONTAINER, Job, JobSpec
 from multigpu_operator.plan.env import EnvVar
 from multigpu_operator.plan.errors import PlanError
-from multigpu_operator.plan.meta import job_labels, owner_references
+from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
 
 TEMPLATE = "spec.template"
 # GPU nodes (whole GPUs and MIG alike) carry this NoSchedule taint.
@@ -90,13 +90,17 @@ def _metadata(job: Job, index: int, name: str, user: dict[str, Any]) -> dict[str
         if user.get(key):
             raise PlanError(f"{path}.{key}", "is set by the operator for each pod; remove it")
     labels = {str(k): v for k, v in _mapping(user.get("labels"), f"{path}.labels").items()}
-    ours = {**job_labels(job), names.LABEL_REPLICA_INDEX: str(index)}
+    queue_labels, queue_annotations = kueue_pod_group(job, job.spec.replicas)
+    ours = {**job_labels(job), **queue_labels, names.LABEL_REPLICA_INDEX: str(index)}
     for key, val in ours.items():
         _set(labels, key, val, f"{path}.labels[{key}]", "the operator's own label")
     metadata: dict[str, Any] = {"name": name, "namespace": job.ref.namespace, "labels": labels}
     for key, val in user.items():
         if key not in metadata and key not in ("generateName", "ownerReferences"):
             metadata[key] = val
+    if queue_annotations:
+        annotations = _mapping(user.get("annotations"), f"{path}.annotations")
+        metadata["annotations"] = {**annotations, **queue_annotations}
     metadata["ownerReferences"] = owner_references(job)
     return metadata
 
