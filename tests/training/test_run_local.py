@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,3 +249,43 @@ def test_the_tutorial_script_trains_unchanged_on_two_cpu_processes(tmp_path: Pat
     state = torch.load(checkpoint)
     assert state["epoch"] == 3
     assert set(state["model"]) == {"weight", "bias"}
+
+
+def processes(example: Path) -> int:
+    spec = yaml.safe_load(example.read_text())["spec"]
+    return int(spec.get("replicas", 1)) * max(int(spec.get("gpusPerReplica", 1)), 1)
+
+
+# Examples that fit a small CPU machine (2 cores in CI): at most 4 training processes,
+# each GPU becoming one CPU process. kueue.yaml (2 pods x 4 GPUs) is ddp.yaml's job plus
+# queueing settings that a local run does not use.
+MAX_PROCESSES = 4
+CPU_SIZED = [p for p in sorted((REPO / "examples").glob("*.yaml")) if processes(p) <= MAX_PROCESSES]
+# Fewer epochs and steps keep the examples' own setup while the test stays short; the
+# training package reads these (docs/training.md), and a pod's own env would still win.
+SHORT = {"MGJ_EPOCHS": "1", "MGJ_STEPS_PER_EPOCH": "10"}
+
+
+def test_every_cpu_sized_example_is_selected() -> None:
+    assert {p.stem for p in CPU_SIZED} >= {
+        "cpu-ddp",
+        "data-parallel",
+        "ddp",
+        "ddp-script",
+        "elastic",
+        "model-parallel",
+        "tutorial-script",
+    }
+
+
+@pytest.mark.parametrize("example", CPU_SIZED, ids=[p.stem for p in CPU_SIZED])
+def test_example_completes_on_this_cpu(example: Path) -> None:
+    job = yaml.safe_load(example.read_text())
+    name, spec = job["metadata"]["name"], job["spec"]
+    cpu = ["--cpu"] if int(spec.get("gpusPerReplica", 1)) > 0 else []
+    result = run(example, "--local", *cpu, env={**SHORT, "CUDA_VISIBLE_DEVICES": ""}, timeout=300)
+    assert result.returncode == 0, result.stderr[-6000:]
+    pods = int(spec.get("replicas", 1))
+    assert f"mgj: job {name} Succeeded: all {pods} pods exited 0" in result.stderr
+    output = result.stdout + result.stderr
+    assert all(f"[{name}-{i}] " in output for i in range(pods))

@@ -96,10 +96,12 @@ PORTS = {"MASTER_PORT": str(PORT), "PET_MASTER_PORT": str(PORT)}
             "PET_NNODES": "2", "PET_NODE_RANK": "1", "PET_NPROC_PER_NODE": "2",
             "MGJ_BACKEND": "nccl", "CUDA_VISIBLE_DEVICES": "2,3"}),
         (DDP_TORCHRUN, "", True, 0, {**ADDR, **PORTS, "WORLD_SIZE": "4",
-            "PET_NPROC_PER_NODE": "2", "MGJ_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": ""}),
+            "PET_NPROC_PER_NODE": "2", "MGJ_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": "",
+            "NVIDIA_VISIBLE_DEVICES": "void", "MGJ_GPUS_PER_REPLICA": "2"}),
         (ELASTIC_JOB, "0,1", False, 0, {"PET_RDZV_ENDPOINT": f"127.0.0.1:{PORT}",
             "PET_LOCAL_ADDR": "127.0.0.1", "PET_NNODES": "2:2", "PET_NPROC_PER_NODE": "1",
-            "PET_RDZV_ID": "uid-1", "CUDA_VISIBLE_DEVICES": "0"}),
+            "PET_RDZV_ID": "uid-1", "CUDA_VISIBLE_DEVICES": "0",
+            "NVIDIA_VISIBLE_DEVICES": None}),
         (ELASTIC_JOB, "", True, 1, {"PET_RDZV_ENDPOINT": f"127.0.0.1:{PORT}",
             "PET_NNODES": "2:2", "MGJ_BACKEND": "gloo", "CUDA_VISIBLE_DEVICES": ""}),
         (DATA_PARALLEL, "0,1,2,3", False, 0, {**ADDR, **PORTS, "WORLD_SIZE": "1", "RANK": "0",
@@ -114,7 +116,9 @@ PORTS = {"MASTER_PORT": str(PORT), "PET_MASTER_PORT": str(PORT)}
     ids=["ddp-script", "ddp-torchrun", "ddp-torchrun-cpu", "elastic", "elastic-cpu",
          "data-parallel", "data-parallel-cpu", "model-parallel", "model-parallel-pods-cpu"],
 )  # fmt: skip
-def test_env_per_mode(j: Job, gpus: str, cpu: bool, index: int, expected: dict[str, str]) -> None:
+def test_env_per_mode(
+    j: Job, gpus: str, cpu: bool, index: int, expected: dict[str, str | None]
+) -> None:
     env = envs(j, machine(gpus), cpu=cpu)[index]
     assert {k: env.get(k) for k in expected} == expected
 

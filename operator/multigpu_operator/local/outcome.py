@@ -1,9 +1,9 @@
 """A local run's result, by the operator's own success rule (pure).
 
 The exits are shown to policy/status.py as the pods the operator would observe, so a
-local run Succeeds and Fails exactly when the job would in a cluster: Succeeded when
-every pod exited 0, Failed as soon as one pod failed (the first to fail is reported,
-and its exit code is the run's).
+local run judges one attempt as the operator does: Succeeded when every pod exited 0,
+Failed as soon as one pod failed (the first to fail is reported, and its exit code is
+the run's). Retrying an attempt (spec.runPolicy) is left to the cluster.
 """
 
 from __future__ import annotations

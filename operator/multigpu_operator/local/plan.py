@@ -135,7 +135,8 @@ def _device_slices(
     if cpu:
         notes.append(
             f"--cpu: {needed} GPUs ({replicas} pods x {gpus}) run as CPU processes on the gloo "
-            "backend (MGJ_BACKEND=gloo); world size and ranks stay as planned"
+            "backend (MGJ_BACKEND=gloo, NVIDIA_VISIBLE_DEVICES=void); world size and ranks "
+            "stay as planned"
         )
         return [""] * replicas
     if not machine.gpus:
@@ -281,6 +282,10 @@ def _process_env(
     # `python` and `torchrun` are the current environment's, e.g. the repository's .venv.
     env["PATH"] = f"{machine.python_bin_dir}:{path}" if path else machine.python_bin_dir
     env["CUDA_VISIBLE_DEVICES"] = devices
+    if not devices:
+        # A pod given no GPU says so as the operator's CPU pods do, so that code checking
+        # the job's GPU count (MGJ_GPUS_PER_REPLICA) knows a --cpu run is on purpose.
+        env["NVIDIA_VISIBLE_DEVICES"] = "void"
     if threads is not None and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
