@@ -271,7 +271,8 @@ def test_printer_columns(
     create(api_client, namespace, job(ddp(replicas=2, gpusPerReplica=4)))
 
     out = installed_crd.kubectl("get", "mgj", "-n", namespace).stdout.split("\n")
-    assert out[0].split() == ["NAME", "MODE", "REPLICAS", "WORLD", "GPUS/REPLICA", "PHASE", "AGE"]
+    header = ["NAME", "MODE", "REPLICAS", "WORLD", "GPUS/REPLICA", "PHASE", "RESTARTS", "AGE"]
+    assert out[0].split() == header
     assert out[1].split()[:4] == ["job", "DistributedDataParallel", "2", "4"]
 
 
@@ -353,7 +354,8 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
     }
     assert ("", "pods", "create") in grants
     assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
-    # Garbage collection deletes children; the operator never deletes jobs or Services.
-    assert ("multigpu.dev", "multigpujobs", "delete") not in grants
+    # Garbage collection deletes children; the operator deletes a job only after its
+    # ttlSecondsAfterFinished, and never a Service.
+    assert ("multigpu.dev", "multigpujobs", "delete") in grants
     assert ("", "services", "delete") not in grants
     assert ("", "secrets", "get") not in grants

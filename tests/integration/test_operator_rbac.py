@@ -12,6 +12,7 @@ from kubernetes import client
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.events import list_events
+from support.jobs import SIM, apply, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -67,6 +68,26 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
 
         wait_for(lambda: phase() == "Running", "job Running under the operator's own RBAC")
         assert any(e.get("reason") == "PodsCreated" for e in list_events(api_client, namespace))
+
+        # A restart (deletes pods), then the TTL (deletes the job) under the same rules.
+        failing = job_manifest(
+            "flaky",
+            annotations={f"{SIM}/fail-after": "1s"},
+            runPolicy={"backoffLimit": 1, "ttlSecondsAfterFinished": 1},
+        )
+        apply(installed_crd, namespace, failing)
+
+        def gone() -> bool:
+            names = [
+                j["metadata"]["name"]
+                for j in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)[
+                    "items"
+                ]
+            ]
+            return "flaky" not in names
+
+        wait_for(gone, "flaky restarted, failed and deleted after its TTL", timeout=60)
+        assert any(e.get("reason") == "PodFailed" for e in list_events(api_client, namespace))
     finally:
         operator.stop()
     log = operator.log()
