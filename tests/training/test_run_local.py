@@ -230,6 +230,23 @@ def test_run_without_local_is_refused(tmp_path: Path) -> None:
     assert "mgj run needs --local for now" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("container", "message"),
+    [
+        ({"command": ["no-such-trainer"]}, "command 'no-such-trainer' not found on PATH"),
+        ({"workingDir": "/no/such/dir"}, "workingDir /no/such/dir does not exist"),
+    ],
+)
+def test_a_pod_that_cannot_start_is_an_error(
+    tmp_path: Path, container: dict[str, Any], message: str
+) -> None:
+    job = script_job("broken", "pass")
+    job["spec"]["template"]["spec"]["containers"][0].update(container)
+    result = run(write_job(tmp_path, job), "--local")
+    assert result.returncode == 2
+    assert f"error: broken-0: {message}" in result.stderr
+
+
 def test_the_tutorial_script_trains_unchanged_on_two_cpu_processes(tmp_path: Path) -> None:
     job = yaml.safe_load((REPO / "examples/tutorial-script.yaml").read_text())
     checkpoint = tmp_path / "checkpoint.pt"

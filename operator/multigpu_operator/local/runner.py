@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -68,7 +68,7 @@ def run_job(job: Job, desired: DesiredState, *, cpu: bool, out: TextIO, err: Tex
 def this_machine(scratch_dir: str) -> Machine:
     return Machine(
         gpus=visible_gpus(os.environ),
-        cpus=os.cpu_count() or 1,
+        cpus=_usable_cpus(),
         hostname=socket.gethostname(),
         python_bin_dir=os.path.dirname(sys.executable),
         environ=dict(os.environ),
@@ -76,7 +76,14 @@ def this_machine(scratch_dir: str) -> Machine:
     )
 
 
-def visible_gpus(environ: dict[str, str] | os._Environ[str]) -> tuple[str, ...]:
+def _usable_cpus() -> int:
+    # The CPUs this process may run on (a container's cpuset), not the host's count.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
     """The GPUs this run may use: CUDA_VISIBLE_DEVICES when set, else every NVIDIA GPU."""
     if "CUDA_VISIBLE_DEVICES" in environ:
         return parse_visible_devices(environ["CUDA_VISIBLE_DEVICES"])
