@@ -111,7 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument("-n", "--namespace", default="default")
     sub.add_parser("crd", help="print the MultiGPUJob CustomResourceDefinition")
     args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except OSError as err:
+        print(f"error: {err.filename or args.file}: {err.strerror}", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as err:
+        print(f"error: {args.file} is not valid YAML: {err}", file=sys.stderr)
+        return 2
 
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "crd":
         yaml.safe_dump(crd(), sys.stdout, sort_keys=False)
         return 0
