@@ -5,7 +5,8 @@ api/spec.py:
 
     python -m multigpu_operator.api.gen
 
-tests/unit/test_crd.py fails while the file on disk differs from `crd()`.
+The CRD goes to the kustomize base and to the Helm chart's crds/; tests/unit/test_crd.py and
+tests/unit/test_chart_crd.py fail while either file differs from `crd()`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from multigpu_operator.api.crd import write_crd
 
 CRD_PATH = Path("manifests/crd/multigpu.dev_multigpujobs.yaml")
+CHART_CRD_PATH = Path("charts/multigpu-operator/crds/multigpu.dev_multigpujobs.yaml")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,9 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     # Refuse to scatter a manifests/ tree wherever the command happens to run.
     if not (root / "manifests").is_dir():
         parser.error(f"{root} has no manifests/ directory: run from the repository root")
-    path = root / CRD_PATH
-    write_crd(path)
-    print(f"wrote {path}")
+    for relative in (CRD_PATH, CHART_CRD_PATH):
+        path = root / relative
+        write_crd(path)
+        print(f"wrote {path}")
     return 0
 
 
