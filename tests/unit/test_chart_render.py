@@ -1,0 +1,191 @@
+"""The Helm chart rendered with `helm template`: lint, values schema, least-privilege RBAC
+equal to the kustomize base, the operator Deployment, and the optional monitoring parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.localcluster import Tools, build_tools
+from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only, render
+
+REPO = Path(__file__).resolve().parents[2]
+MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+
+
+@pytest.fixture(scope="module")
+def tools() -> Tools:
+    return build_tools()
+
+
+@pytest.fixture(scope="module")
+def default(tools: Tools) -> list[Manifest]:
+    return render(tools)
+
+
+@pytest.fixture(scope="module")
+def all_enabled(tools: Tools) -> list[Manifest]:
+    return render(tools, "-f", str(ALL_ENABLED_VALUES))
+
+
+@pytest.mark.parametrize("values", [[], ["-f", str(ALL_ENABLED_VALUES)]], ids=["default", "all"])
+def test_helm_lint_is_clean(tools: Tools, values: list[str]) -> None:
+    result = helm(tools, "lint", "--strict", str(CHART), *values)
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+def test_default_values_install_the_operator_and_nothing_optional(default: list[Manifest]) -> None:
+    kinds = sorted(obj["kind"] for obj in default)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Pod",  # the `helm test` hook
+        "Service",
+        "ServiceAccount",
+    ]
+
+
+def test_all_toggles_render_every_monitoring_object(all_enabled: list[Manifest]) -> None:
+    kinds = {obj["kind"] for obj in all_enabled}
+    assert kinds >= MONITORING_KINDS | {"ConfigMap"}
+    for kind in MONITORING_KINDS:
+        assert only(all_enabled, kind)["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def rules_of(manifest: Manifest) -> list[dict[str, Any]]:
+    return [
+        {key: sorted(rule.get(key, [])) for key in ("apiGroups", "resources", "verbs")}
+        for rule in manifest["rules"]
+    ]
+
+
+def test_cluster_role_equals_the_kustomize_base(default: list[Manifest]) -> None:
+    base = yaml.safe_load((REPO / "manifests/rbac/cluster_role.yaml").read_text())
+    assert rules_of(only(default, "ClusterRole")) == rules_of(base)
+    binding = only(default, "ClusterRoleBinding")
+    account = only(default, "ServiceAccount")
+    assert binding["roleRef"]["name"] == only(default, "ClusterRole")["metadata"]["name"]
+    assert binding["subjects"] == [
+        {
+            "kind": "ServiceAccount",
+            "name": account["metadata"]["name"],
+            "namespace": account["metadata"]["namespace"],
+        }
+    ]
+
+
+def test_operator_deployment_is_single_replica_restricted_and_probed(
+    default: list[Manifest],
+) -> None:
+    deployment = only(default, "Deployment")
+    spec = deployment["spec"]
+    assert (spec["replicas"], spec["strategy"]) == (1, {"type": "Recreate"})
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == only(default, "ServiceAccount")["metadata"]["name"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "multigpu_operator"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]["memory"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    # The probes hit kopf's liveness endpoint, which runs the pod-watch probe.
+    assert int(env["MGJ_LIVENESS_PORT"]) == ports["healthz"]
+    assert int(env["MGJ_METRICS_PORT"]) == ports["metrics"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert "MGJ_NAMESPACE" not in env
+
+
+def test_metrics_service_selects_the_operator_pod(default: list[Manifest]) -> None:
+    service = only(default, "Service")
+    template = only(default, "Deployment")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_non_default_values_reach_the_deployment(all_enabled: list[Manifest]) -> None:
+    pod = only(all_enabled, "Deployment")["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["MGJ_NAMESPACE"] == "ml-team"
+    assert (env["MGJ_WORKERS"], env["MGJ_WATCH_STALE_SECONDS"]) == ("8", "300")
+    assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    assert pod["tolerations"][0]["key"] == "dedicated"
+
+
+def test_service_monitor_scrapes_the_metrics_service_keeping_job_labels(
+    all_enabled: list[Manifest],
+) -> None:
+    monitor = only(all_enabled, "ServiceMonitor")["spec"]
+    service = only(all_enabled, "Service")
+    assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    # mgj_job_pod_info{namespace,pod} must keep the training pod's labels for the DCGM join.
+    assert endpoint["honorLabels"] is True
+
+
+def test_pod_monitor_selects_operator_made_pods_by_metrics_port_name(
+    all_enabled: list[Manifest],
+) -> None:
+    monitor = only(all_enabled, "PodMonitor")["spec"]
+    assert monitor["selector"]["matchLabels"] == {
+        "app.kubernetes.io/managed-by": "multigpu-operator"
+    }
+    assert monitor["namespaceSelector"] == {"matchNames": ["ml-team", "research"]}
+    assert monitor["jobLabel"] == "multigpu.dev/job-name"
+    (endpoint,) = monitor["podMetricsEndpoints"]
+    assert endpoint["honorLabels"] is True
+    keep = endpoint["relabelings"][0]
+    assert keep["action"] == "keep"
+    assert keep["regex"] == "mgj-metrics(-[0-9]+)?"
+
+
+def test_dashboard_config_map_carries_the_dashboard_file(all_enabled: list[Manifest]) -> None:
+    config_map = only(all_enabled, "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert config_map["metadata"]["annotations"] == {"grafana_folder": "Training"}
+    shipped = json.loads((CHART / "dashboards/multigpu-jobs.json").read_text())
+    assert json.loads(config_map["data"]["multigpu-jobs.json"]) == shipped
+
+
+def test_helm_test_hook_reads_the_metrics_service(default: list[Manifest]) -> None:
+    pod = only(default, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    service = only(default, "Service")
+    name, port = service["metadata"]["name"], service["spec"]["ports"][0]["port"]
+    script = pod["spec"]["containers"][0]["command"][-1]
+    assert f"http://{name}.multigpu-system.svc:{port}/metrics" in script
+
+
+def test_zero_replicas_installs_everything_but_the_operator_pod(tools: Tools) -> None:
+    objects = render(tools, "--set", "replicaCount=0")
+    assert only(objects, "Deployment")["spec"]["replicas"] == 0
+    assert find(objects, "ClusterRole")
+
+
+@pytest.mark.parametrize(
+    ("setting", "complaint"),
+    [
+        ("replicaCount=2", "/replicaCount"),
+        ("replicaCount=one", "/replicaCount"),
+        ("serviceMonitor.interval=thirty", "/serviceMonitor/interval"),
+        ("serviceMonitr.enabled=true", "serviceMonitr"),
+        ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ],
+)
+def test_values_schema_rejects_mistakes(tools: Tools, setting: str, complaint: str) -> None:
+    result = helm(tools, "template", "x", str(CHART), "--set", setting, check=False)
+    assert result.returncode != 0
+    assert complaint in result.stderr
