@@ -1,0 +1,105 @@
+"""The Grafana dashboard (charts/multigpu-operator/dashboards/multigpu-jobs.json): its
+queries parse with promtool and name only metrics that docs/monitoring.md lists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cluster.localcluster import Tools, build_tools
+from support.chart import CHART, only, render
+from support.promql import (
+    as_recording_rules,
+    dashboard_expressions,
+    load_dashboard,
+    metric_names,
+    rule_expressions,
+)
+from support.promql import check_rules as promtool_check_rules
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = CHART / "dashboards/multigpu-jobs.json"
+MONITORING_DOC = REPO / "docs/monitoring.md"
+
+
+@pytest.fixture(scope="module")
+def tools() -> Tools:
+    return build_tools()
+
+
+def documented_metrics() -> set[str]:
+    """Metric names in the first column of docs/monitoring.md's tables."""
+    names: set[str] = set()
+    for line in MONITORING_DOC.read_text().splitlines():
+        cell = line.split("|")[1] if line.startswith("|") else ""
+        names.update(re.findall(r"`([A-Za-z_:][\w:]*)`", cell))
+    return names
+
+
+def exposed_names(documented: set[str]) -> set[str]:
+    """Series names as Prometheus stores them: counters end in _total, histograms have
+    _bucket/_sum/_count."""
+    series = set(documented)
+    for name in documented:
+        series |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return series
+
+
+def test_every_dashboard_query_parses(tools: Tools, tmp_path: Path) -> None:
+    expressions = dashboard_expressions(load_dashboard(DASHBOARD))
+    assert len(expressions) > 20
+    result = promtool_check_rules(tools.promtool, as_recording_rules(expressions), tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_and_alerts_name_only_documented_metrics(tools: Tools) -> None:
+    rule = only(render(tools, "--set", "prometheusRule.enabled=true"), "PrometheusRule")
+    expressions = {
+        **dashboard_expressions(load_dashboard(DASHBOARD)),
+        **rule_expressions(rule["spec"]["groups"]),
+    }
+    known = exposed_names(documented_metrics())
+    unknown = {
+        where: sorted(metric_names(expr) - known)
+        for where, expr in expressions.items()
+        if metric_names(expr) - known
+    }
+    assert not unknown, f"metrics missing from docs/monitoring.md: {unknown}"
+
+
+def test_dashboard_covers_what_operators_of_training_jobs_ask_for() -> None:
+    used = set().union(
+        *map(metric_names, dashboard_expressions(load_dashboard(DASHBOARD)).values())
+    )
+    assert {
+        "mgj_jobs",  # jobs by phase
+        "mgj_job_time_to_running_seconds_bucket",  # queue time
+        "mgj_job_restarts",
+        "mgj_job_world_size",  # elastic world size over time
+        "mgj_trainer_samples_per_second",  # per rank: stragglers
+        "mgj_trainer_step_seconds_sum",
+        "mgj_trainer_loss",
+        "mgj_job_pod_info",  # the DCGM join
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+    } <= used
+
+
+def test_dashboard_is_well_formed_for_grafana() -> None:
+    dashboard = load_dashboard(DASHBOARD)
+    assert dashboard["uid"] == "multigpu-jobs"
+    panels = dashboard["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert variables == {"datasource", "namespace", "job"}
+    for panel in panels:
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}"
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)) > 0
