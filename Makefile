@@ -17,10 +17,13 @@ help:
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it"
 
-$(VENV_STAMP): pyproject.toml
+# images/trainer is the training package that tests/training runs; torch from PyPI is
+# the CUDA build, a few GB.
+$(VENV_STAMP): pyproject.toml images/trainer/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e images/trainer
 	touch $@
 
 venv: $(VENV_STAMP)
@@ -32,6 +35,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/hadolint images/*/Dockerfile
 
 typecheck: venv
 	$(BIN)/mypy

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset, TensorDataset
 
 from multigpu_train import imagefolder
@@ -30,6 +28,8 @@ class Data:
 
 
 def _split(images: torch.Tensor, labels: torch.Tensor, classes: int) -> Data:
+    from sklearn.model_selection import train_test_split
+
     stratify = labels.numpy() if int(labels.bincount().min()) >= 2 else None
     train_idx, test_idx = train_test_split(
         torch.arange(len(labels)).numpy(),
@@ -48,6 +48,9 @@ def _split(images: torch.Tensor, labels: torch.Tensor, classes: int) -> Data:
 
 def digits() -> Data:
     """1,797 real 8x8 handwritten digits, 10 classes, scaled to [0, 1]."""
+    # Imported here: scikit-learn takes seconds to import, and only digits need it.
+    from sklearn.datasets import load_digits
+
     bunch = load_digits()
     images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
     labels = torch.tensor(bunch.target, dtype=torch.long)

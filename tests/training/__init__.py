@@ -1,0 +1,1 @@
+"""Training tests: real torch processes, gloo on the CPU (docs/training.md)."""

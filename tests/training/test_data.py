@@ -1,0 +1,108 @@
+"""Data sources and models: shapes agree, folders load, nothing is downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from multigpu_train import data, imagefolder, models
+from multigpu_train.config import TrainConfig
+from multigpu_train.errors import SetupError
+from multigpu_train.split import boundaries, split
+
+
+def write_pgm(path: Path, pixels: np.ndarray, maxval: int = 255) -> None:
+    height, width = pixels.shape[:2]
+    magic = b"P6" if pixels.ndim == 3 else b"P5"
+    dtype = ">u2" if maxval > 255 else "u1"
+    header = magic + f"\n# made by a test\n{width} {height}\n{maxval}\n".encode()
+    path.write_bytes(header + pixels.astype(dtype).tobytes())
+
+
+def test_digits_ship_with_scikit_learn() -> None:
+    digits = data.digits()
+    assert (len(digits.train), len(digits.test)) == (1437, 360)  # type: ignore[arg-type]
+    x, _ = digits.train[0]
+    assert x.shape == (1, 8, 8)
+    assert float(x.min()) >= 0
+    assert float(x.max()) <= 1
+    assert digits.sample_shape == (1, 8, 8)
+    assert digits.classes == 10
+
+
+def test_image_folder_with_explicit_split(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    for split_name, count in (("train", 3), ("test", 1)):
+        for label in ("cat", "dog"):
+            folder = tmp_path / split_name / label
+            folder.mkdir(parents=True)
+            for i in range(count):
+                write_pgm(folder / f"{i}.pgm", rng.integers(0, 65535, (4, 5)), maxval=65535)
+            np.save(folder / "extra.npy", rng.random((1, 4, 5)).astype(np.float32))
+    loaded = data.load(TrainConfig(dataset="folder", data_dir=tmp_path))
+    assert (len(loaded.train), len(loaded.test)) == (8, 4)  # type: ignore[arg-type]
+    assert loaded.sample_shape == (1, 4, 5)
+    assert loaded.classes == 2
+    labels = sorted(int(loaded.train[i][1]) for i in range(8))
+    assert labels == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_image_folder_split_by_the_loader(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    colour = rng.integers(0, 255, (6, 6, 3))
+    for label in ("a", "b"):
+        (tmp_path / label).mkdir()
+        for i in range(10):
+            write_pgm(tmp_path / label / f"{i}.ppm", colour)
+    loaded = data.load(TrainConfig(dataset="folder", data_dir=tmp_path))
+    assert (len(loaded.train), len(loaded.test)) == (16, 4)  # type: ignore[arg-type]
+    x, _ = loaded.train[0]
+    assert x.shape == (3, 6, 6)
+    # Colour channels come out as CxHxW in [0, 1].
+    torch.testing.assert_close(x, torch.from_numpy(colour.transpose(2, 0, 1) / 255).float())
+
+
+def test_images_of_different_shapes_are_rejected(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    np.save(tmp_path / "a" / "1.npy", np.zeros((4, 4)))
+    np.save(tmp_path / "a" / "2.npy", np.zeros((5, 4)))
+    with pytest.raises(SetupError, match="differ in shape"):
+        imagefolder.load_folder(tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(3, 32, 32), (1, 8, 8), (16, 24)])
+@pytest.mark.parametrize("kind", ["cnn", "transformer"])
+def test_every_model_fits_every_sample_shape(shape: tuple[int, ...], kind: str) -> None:
+    if kind == "cnn" and len(shape) != 3:
+        shape = (1, *shape)
+    loaded = data.synthetic(64, shape, 5, seed=0)
+    cfg = TrainConfig(model=kind, transformer_layers=2, transformer_dim=32, transformer_heads=4)
+    model = models.build(cfg, loaded.sample_shape, loaded.classes)
+    x, y = next(iter(torch.utils.data.DataLoader(loaded.train, batch_size=8)))
+    assert model(x).shape == (8, 5)
+    assert int(y.max()) < 5
+
+
+@pytest.mark.parametrize(
+    ("sizes", "stages", "expected"),
+    [
+        ([10, 10, 10, 10], 2, [0, 2]),
+        ([100, 0, 0, 1, 1], 2, [0, 1]),
+        ([1, 1, 1], 3, [0, 1, 2]),
+        ([0, 0, 50, 0, 50, 0], 3, [0, 3, 5]),
+    ],
+)
+def test_stage_boundaries(sizes: list[int], stages: int, expected: list[int]) -> None:
+    assert boundaries(sizes, stages) == expected
+
+
+def test_stages_keep_the_whole_models_names() -> None:
+    whole = models.small_cnn((1, 8, 8), 10)
+    parts = split(whole, 3)
+    names = [n for part in parts for n in part.state_dict()]
+    assert names == list(whole.state_dict())
+    with pytest.raises(SetupError, match="cannot cut a model of 9 layers into 10"):
+        split(whole, 10)

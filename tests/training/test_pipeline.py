@@ -1,0 +1,87 @@
+"""Model parallelism: a split model computes what the whole one does, and it trains."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from multigpu_train.local_pipeline import LocalPipeline
+from multigpu_train.split import split
+from training import procs
+from training.workers.batch import digits_batch, model, reference_grads
+
+BATCH = 32
+
+
+@pytest.mark.parametrize(
+    ("schedule", "micro_batches", "kind"),
+    [
+        pytest.param("GPipe", 4, "cnn", id="gpipe-cnn"),
+        pytest.param("1F1B", 4, "cnn", id="1f1b-cnn"),
+        pytest.param("1F1B", 2, "transformer", id="1f1b-transformer"),
+    ],
+)
+def test_two_rank_pipeline_matches_the_unsplit_model(
+    tmp_path: Path, schedule: str, micro_batches: int, kind: str
+) -> None:
+    args = [str(tmp_path), schedule, str(micro_batches), str(BATCH), kind]
+    for done in procs.run_ranks("training.workers.pipe_step", args, world=2):
+        done.check()
+    x, y = digits_batch(BATCH)
+    expected_loss, expected = reference_grads(model(kind), x, y)
+    first, last = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    assert first["loss"] is None
+    assert last["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    # Each stage holds a disjoint part of the model, under the whole model's names.
+    assert first["grads"].keys().isdisjoint(last["grads"].keys())
+    got = {**first["grads"], **last["grads"]}
+    assert got.keys() == expected.keys()
+    for name, grad in expected.items():
+        torch.testing.assert_close(got[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("stages", "micro_batches", "kind"),
+    [(2, 4, "cnn"), (3, 1, "cnn"), (4, 3, "transformer")],
+)
+def test_in_process_split_matches_the_unsplit_model(
+    stages: int, micro_batches: int, kind: str
+) -> None:
+    x, y = digits_batch(BATCH)
+    expected_loss, expected = reference_grads(model(kind), x, y)
+    whole = model(kind)
+    pipeline = LocalPipeline(split(whole, stages), [torch.device("cpu")] * stages, micro_batches)
+    loss, _ = reference_grads(pipeline, x, y)
+    assert loss == pytest.approx(expected_loss, rel=1e-5)
+    # The pipeline's parameters are the whole model's; compare under the whole names.
+    by_param = {id(p): n for n, p in whole.named_parameters()}
+    got_whole = {by_param[id(p)]: p.grad for p in pipeline.parameters() if p.grad is not None}
+    assert got_whole.keys() == expected.keys()
+    for name, grad in expected.items():
+        torch.testing.assert_close(got_whole[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_in_process_pipeline_trains_on_cpu_stages() -> None:
+    env = procs.clean_env({"MGJ_PIPELINE_STAGES": "2", "MGJ_MICRO_BATCHES": "4"})
+    done = procs.run("multigpu_train.pipeline", ["--epochs", "3"], env).check()
+    assert "2 stages on ['cpu', 'cpu'], 4 micro-batches" in done.output
+    (accuracy,) = done.floats(r"final test_accuracy=([\d.]+)")
+    assert accuracy >= 0.9
+
+
+def test_two_rank_pipeline_trains_and_resumes(tmp_path: Path) -> None:
+    per_rank = [{"MGJ_CHECKPOINT_DIR": str(tmp_path), "MGJ_PIPELINE_SCHEDULE": "1F1B"}] * 2
+    runs = procs.run_ranks("multigpu_train.pipeline", ["--epochs", "3"], 2, per_rank=per_rank)
+    for done in runs:
+        done.check()
+    (accuracy,) = runs[1].floats(r"final test_accuracy=([\d.]+)")
+    assert accuracy >= 0.85
+    losses = runs[1].floats(r"epoch \d/3 done: loss=([\d.]+)")
+    assert len(losses) == 3
+    assert losses[-1] < losses[0]
+    again = procs.run_ranks("multigpu_train.pipeline", ["--epochs", "4"], 2, per_rank=per_rank)
+    for done in again:
+        assert "resumed from epoch 3" in done.check().output
+    assert again[1].floats(r"epoch (\d)/4 done") == [4.0]

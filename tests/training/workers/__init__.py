@@ -1,0 +1,1 @@
+"""Programs that tests start as separate ranks."""

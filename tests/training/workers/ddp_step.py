@@ -1,0 +1,52 @@
+"""One DDP optimizer step on a fixed batch; writes this rank's gradients.
+
+The optimizer is SGD with lr=1, so the weight change is exactly minus the gradient
+that DDP all-reduced (gradients themselves are cleared by the step).
+Usage: python -m training.workers.ddp_step OUT ACCUM_STEPS MICRO_BATCH BUCKET_CAP_MB AS_VIEW
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from multigpu_train import ddp, distributed, loop
+from multigpu_train.config import TrainConfig
+from multigpu_train.metrics import TrainerMetrics
+from multigpu_train.world import read_world
+from training.workers.batch import digits_batch, model
+
+
+def main() -> None:
+    out, accum, micro = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    cfg = TrainConfig(bucket_cap_mb=float(sys.argv[4]), gradient_as_bucket_view=sys.argv[5] == "1")
+    torch.set_num_threads(1)
+    world = read_world(os.environ)
+    cpu = torch.device("cpu")
+    distributed.init_process_group(world, "gloo", cpu, 60)
+    net = model()
+    before = {n: p.detach().clone() for n, p in net.named_parameters()}
+    wrapped = ddp.wrap(net, cpu, cfg)
+    # This rank's share of the global batch, as ``accum`` micro-batches.
+    x, y = digits_batch(world.world_size * accum * micro)
+    share = slice(world.rank * accum * micro, (world.rank + 1) * accum * micro)
+    batches = list(zip(x[share].chunk(accum), y[share].chunk(accum), strict=True))
+    loop.train_epoch(
+        wrapped,
+        batches,
+        torch.optim.SGD(wrapped.parameters(), lr=1.0),
+        cpu,
+        TrainerMetrics("test", world.rank),
+        accum_steps=accum,
+        no_sync=wrapped.no_sync if accum > 1 else None,
+    )
+    grads = {n: before[n] - p.detach() for n, p in net.named_parameters()}
+    torch.save(grads, out / f"rank{world.rank}.pt")
+    distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
