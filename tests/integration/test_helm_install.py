@@ -1,0 +1,171 @@
+"""`helm install` on the local cluster; the operator then runs with the chart's
+ServiceAccount token only, so the chart's RBAC is exactly what it is allowed to do.
+
+kwok cannot run containers, so the operator runs as a local process (as in `make demo`);
+the chart's Deployment pod is still created, admitted (Pod Security restricted) and run by
+kwok, and `helm test` runs its hook pod.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from cluster.localcluster import LocalCluster
+from support.chart import helm, installed
+from support.jobs import job_status
+from support.operator_process import OperatorProcess
+from support.service_account import service_account_kubeconfig
+from support.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples/ddp.yaml"
+# What kubectl auth can-i calls the resources that mgj_api_requests_total counts.
+RESOURCE_NAMES = {
+    "pods": ("pods", None),
+    "services": ("services", None),
+    "events": ("events.events.k8s.io", None),  # the operator posts events.k8s.io/v1 Events
+    "multigpujobs": ("multigpujobs.multigpu.dev", None),
+    "multigpujobs/status": ("multigpujobs.multigpu.dev", "status"),
+}
+
+
+def release_of(namespace: str) -> str:
+    return f"mgj-{namespace[-6:]}"
+
+
+def full_name(namespace: str) -> str:
+    return f"{release_of(namespace)}-multigpu-operator"
+
+
+@pytest.fixture
+def release(installed_crd: LocalCluster, namespace: str) -> Iterator[str]:
+    """The chart installed into this test's namespace (which enforces Pod Security
+    restricted), with the helm test pod scripted to succeed under kwok."""
+    installed_crd.kubectl(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
+    )
+    with installed(
+        installed_crd, installed_crd.tools, release_of(namespace), namespace,
+        "--set-string", "tests.podAnnotations.sim\\.multigpu\\.dev/succeed-after=1s",
+        "--wait", "--timeout", "60s",
+    ):  # fmt: skip
+        yield release_of(namespace)
+
+
+def start_operator_as_chart_account(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> OperatorProcess:
+    kubeconfig = service_account_kubeconfig(
+        cluster, namespace, full_name(namespace), tmp_path / "operator.kubeconfig"
+    )
+    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
+    operator.start()
+    return operator
+
+
+def apply_example(cluster: LocalCluster, namespace: str) -> str:
+    """The DDP example, with the security context a restricted namespace demands."""
+    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    template = job["spec"]["template"]["spec"]
+    template["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for container in template["containers"]:
+        container["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(job))
+    return str(job["metadata"]["name"])
+
+
+def api_requests(metrics: str) -> set[tuple[str, str]]:
+    """(verb, resource) pairs the operator sent, from mgj_api_requests_total."""
+    return {
+        (sample.labels["verb"], sample.labels["resource"])
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "mgj_api_requests_total" and sample.value > 0
+    }
+
+
+def can_i(cluster: LocalCluster, namespace: str, verb: str, resource: str) -> bool:
+    name, subresource = RESOURCE_NAMES.get(resource, (resource, None))
+    account = f"system:serviceaccount:{namespace}:{full_name(namespace)}"
+    args = ["auth", "can-i", verb, name, "-n", namespace, f"--as={account}"]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    return cluster.kubectl(*args, check=False).stdout.strip() == "yes"
+
+
+def test_chart_installs_and_its_service_account_runs_a_job(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    release: str,
+    tmp_path: Path,
+) -> None:
+    tested = helm(
+        installed_crd.tools, "test", release, "-n", namespace,
+        "--kubeconfig", str(installed_crd.kubeconfig), "--timeout", "60s",
+    )  # fmt: skip
+    assert "Phase:          Succeeded" in tested.stdout
+    operator = start_operator_as_chart_account(installed_crd, namespace, tmp_path)
+    try:
+        name = apply_example(installed_crd, namespace)
+        wait_for(
+            lambda: job_status(api_client, namespace, name).get("phase") == "Running",
+            "the example job Running under the chart's RBAC",
+        )
+        used = api_requests(operator.metrics())
+    finally:
+        operator.stop()
+    assert {("create", "pods"), ("create", "services"), ("patch", "multigpujobs/status")} <= used
+    denied = {request for request in used if not can_i(installed_crd, namespace, *request)}
+    assert not denied, f"the chart's ClusterRole lacks {denied}"
+    # The check can say no: the account may not create Deployments.
+    assert not can_i(installed_crd, namespace, "create", "deployments")
+    assert "Forbidden" not in operator.log()
+
+
+def test_a_permission_missing_from_the_chart_stops_the_job_and_is_reported(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    release: str,
+    tmp_path: Path,
+) -> None:
+    role = json.loads(
+        installed_crd.kubectl("get", "clusterrole", full_name(namespace), "-o", "json").stdout
+    )
+    index = next(i for i, rule in enumerate(role["rules"]) if rule["resources"] == ["pods"])
+    verbs = [verb for verb in role["rules"][index]["verbs"] if verb != "create"]
+    patch = [{"op": "replace", "path": f"/rules/{index}/verbs", "value": verbs}]
+    installed_crd.kubectl(
+        "patch", "clusterrole", full_name(namespace), "--type=json", "-p", json.dumps(patch)
+    )
+    operator = start_operator_as_chart_account(installed_crd, namespace, tmp_path)
+    try:
+        name = apply_example(installed_crd, namespace)
+        wait_for(lambda: "Forbidden" in operator.log(), "the operator to report Forbidden")
+        assert "mgj_reconcile_errors_total 0.0" not in operator.metrics()
+    finally:
+        operator.stop()
+    pods = client.CoreV1Api(api_client).list_namespaced_pod(
+        namespace, label_selector=f"multigpu.dev/job-name={name}"
+    )
+    assert pods.items == []
+    assert job_status(api_client, namespace, name).get("phase") != "Running"
+    # RBAC's refusal, not another one (the API error body is logged as escaped JSON).
+    assert re.search(r'cannot create resource \\?"pods\\?"', operator.log())
