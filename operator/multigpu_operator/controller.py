@@ -49,6 +49,7 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._timers: dict[JobKey, asyncio.TimerHandle] = {}
+        self._plans: dict[str, tuple[Any, tuple[Job, DesiredState] | str]] = {}  # by job UID
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
@@ -76,6 +77,7 @@ class Controller:
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         if event_type == "DELETED":
             self.jobs.pop(key, None)
+            self._plans.pop(body["metadata"].get("uid", ""), None)
             timer = self._timers.pop(key, None)
             if timer is not None:
                 timer.cancel()
@@ -121,18 +123,11 @@ class Controller:
         body = self.jobs.get(key)
         if body is None:
             return  # deleted: garbage collection removes the children
-        problems = validate_object(body)
-        if problems:
-            # The API server rejects such a spec; this one was stored before a CRD upgrade
-            # or with validation off, so Job.from_object may not read it.
-            await self._fail(body, "InvalidSpec", "; ".join(problems))
+        planned = self._plan(body)
+        if isinstance(planned, str):
+            await self._fail(body, "InvalidSpec", planned)
             return
-        job = Job.from_object(body)
-        try:
-            desired = plan_job(job)
-        except PlanError as err:
-            await self._fail(body, "InvalidSpec", str(err))
-            return
+        job, desired = planned
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         decision = decide(job, desired, pods, body.get("status") or {}, datetime.now(UTC))
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
@@ -161,6 +156,29 @@ class Controller:
             await self.kube.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
         if decision.requeue_after is not None:
             self._wake(key, decision.requeue_after)
+
+    def _plan(self, body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
+        """The job and its desired children, or why it cannot be planned. Cached per
+        spec (generation) and labels: a job sees many passes, its spec few changes."""
+        meta = body["metadata"]
+        key = (meta.get("generation"), json.dumps(meta.get("labels"), sort_keys=True))
+        cached = self._plans.get(meta.get("uid", ""))
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        planned: tuple[Job, DesiredState] | str
+        problems = validate_object(body)
+        if problems:
+            # The API server rejects such a spec; this one was stored before a CRD upgrade
+            # or with validation off, so Job.from_object may not read it.
+            planned = "; ".join(problems)
+        else:
+            job = Job.from_object(body)
+            try:
+                planned = (job, plan_job(job))
+            except PlanError as err:
+                planned = str(err)
+        self._plans[meta.get("uid", "")] = (key, planned)
+        return planned
 
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""

@@ -74,7 +74,7 @@ def test_example_runs_to_success_with_planned_pods_service_and_env(
     assert service.spec.cluster_ip == "None"
     assert service.spec.publish_not_ready_addresses is True
 
-    wait_for(lambda: job_phase(api_client, namespace, name) == "Running", "job Running")
+    wait_for(lambda: job_phase(api_client, namespace, name) == "Running", "job Running", 60)
     for pod in job_pods(core, namespace, name):
         core.patch_namespaced_pod(
             pod.metadata.name,
