@@ -16,6 +16,9 @@ from typing import Any
 
 import yaml
 
+REPO = Path(__file__).resolve().parents[2]
+MONITORING_DOC = REPO / "docs/monitoring.md"
+DASHBOARD = REPO / "charts/multigpu-operator/dashboards/multigpu-jobs.json"
 # Grafana's variables, replaced by values of the same kind so the expression parses.
 GRAFANA_VARIABLES = {
     "$__rate_interval": "5m",
@@ -99,6 +102,23 @@ def as_recording_rules(expressions: Mapping[str, str]) -> list[Any]:
     """Expressions wrapped as recording rules, so promtool parses each one."""
     rules = [{"record": f"check:expr_{i}", "expr": e} for i, e in enumerate(expressions.values())]
     return [{"name": "expressions", "rules": rules}]
+
+
+def documented_metrics(doc: Path = MONITORING_DOC) -> set[str]:
+    """Metric names in the first column of docs/monitoring.md's tables."""
+    names: set[str] = set()
+    for line in doc.read_text().splitlines():
+        cell = line.split("|")[1] if line.startswith("|") else ""
+        names.update(re.findall(r"`([A-Za-z_:][\w:]*)`", cell))
+    return names
+
+
+def exposed_names(documented: set[str]) -> set[str]:
+    """Series names as Prometheus stores them: histograms add _bucket, _sum and _count."""
+    series = set(documented)
+    for name in documented:
+        series |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return series
 
 
 def load_dashboard(path: Path) -> dict[str, Any]:

@@ -3,7 +3,6 @@ queries parse with promtool and name only metrics that docs/monitoring.md lists.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,8 @@ from support.chart import CHART, only, render
 from support.promql import (
     as_recording_rules,
     dashboard_expressions,
+    documented_metrics,
+    exposed_names,
     load_dashboard,
     metric_names,
     rule_expressions,
@@ -21,30 +22,11 @@ from support.promql import check_rules as promtool_check_rules
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = CHART / "dashboards/multigpu-jobs.json"
-MONITORING_DOC = REPO / "docs/monitoring.md"
 
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
     return build_tools()
-
-
-def documented_metrics() -> set[str]:
-    """Metric names in the first column of docs/monitoring.md's tables."""
-    names: set[str] = set()
-    for line in MONITORING_DOC.read_text().splitlines():
-        cell = line.split("|")[1] if line.startswith("|") else ""
-        names.update(re.findall(r"`([A-Za-z_:][\w:]*)`", cell))
-    return names
-
-
-def exposed_names(documented: set[str]) -> set[str]:
-    """Series names as Prometheus stores them: counters end in _total, histograms have
-    _bucket/_sum/_count."""
-    series = set(documented)
-    for name in documented:
-        series |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
-    return series
 
 
 def test_every_dashboard_query_parses(tools: Tools, tmp_path: Path) -> None:
