@@ -24,13 +24,19 @@ REPO = Path(__file__).resolve().parents[2]
 # operator) may own fields of the status subresource only.
 APPLIERS = {"kubectl-client-side-apply", "kubectl"}
 
-# Jobs for the phases that stay put, besides the examples (which reach Running).
+# Examples that reach Running; CPU-only, so they do not wait for GPUs that other jobs on
+# the shared test cluster hold.
+RUNNING_EXAMPLES = ("cpu-ddp.yaml", "tutorial-script.yaml")
+# Jobs for the phases that stay put, besides the examples.
 EXTRA_JOBS = {
-    "succeeds": job_manifest("succeeds", replicas=1, annotations={f"{SIM}/succeed-after": "1s"}),
+    "succeeds": job_manifest(
+        "succeeds", replicas=1, gpus=0, annotations={f"{SIM}/succeed-after": "1s"}
+    ),
     "suspended": job_manifest("suspended", suspend=True),
     "fails": job_manifest(
         "fails",
         replicas=1,
+        gpus=0,
         annotations={f"{SIM}/fail-at-start": "true", f"{SIM}/exit-code": "1"},
         runPolicy={"restartPolicy": "Never"},
     ),
@@ -45,14 +51,14 @@ EXPECTED = {
 
 
 def git_checkout(folder: Path) -> tuple[Path, Path]:
-    """The manifests as a GitOps tool would hold them, in two folders: the examples (applied
+    """The manifests as a GitOps tool would hold them, in two folders: examples (applied
     client-side, as `kubectl apply` and Argo CD by default do) and EXTRA_JOBS (applied
     server-side, as Flux and Argo CD's ServerSideApply=true do)."""
     examples, extra = folder / "examples", folder / "extra"
     examples.mkdir(parents=True)
     extra.mkdir()
-    for example in (REPO / "examples").glob("*.yaml"):
-        shutil.copy(example, examples / example.name)
+    for example in RUNNING_EXAMPLES:
+        shutil.copy(REPO / "examples" / example, examples / example)
     for name, manifest in EXTRA_JOBS.items():
         (extra / f"{name}.yaml").write_text(yaml.safe_dump(manifest))
     return examples, extra
@@ -65,16 +71,19 @@ def live_jobs(api: client.ApiClient, namespace: str) -> dict[str, dict[str, Any]
     return {job["metadata"]["name"]: job for job in items}
 
 
-def settled(jobs: dict[str, dict[str, Any]], names: set[str]) -> bool:
-    if set(jobs) != names:
-        return False
+def unsettled(jobs: dict[str, dict[str, Any]], names: set[str]) -> dict[str, Any]:
+    """Jobs not (yet) in their expected state, with what they show instead."""
+    waiting: dict[str, Any] = {name: "missing" for name in names - set(jobs)}
     for name, job in jobs.items():
         status = job.get("status") or {}
         expected = EXPECTED.get(name, ("Running", "Healthy"))[0]
         if status.get("phase") != expected:
-            return False
+            waiting[name] = status.get("phase")
     # The unschedulable job's Scheduled condition names the shortage once the gang timer runs.
-    return condition(jobs["unschedulable"]["status"], "Scheduled").get("status") == "False"
+    scheduled = condition(jobs.get("unschedulable", {}).get("status") or {}, "Scheduled")
+    if scheduled.get("status") != "False":
+        waiting["unschedulable Scheduled condition"] = scheduled
+    return waiting
 
 
 def test_no_drift_after_jobs_ran_and_argo_cd_health_of_live_jobs(
@@ -89,12 +98,17 @@ def test_no_drift_after_jobs_ran_and_argo_cd_health_of_live_jobs(
     names = {yaml.safe_load(path.read_text())["metadata"]["name"] for path in files}
     installed_crd.kubectl("apply", "-n", namespace, "-f", str(examples))
     installed_crd.kubectl("apply", "--server-side", "-n", namespace, "-f", str(extra))
-    jobs = wait_for(
-        lambda: (lambda jobs: jobs if settled(jobs, names) else None)(
-            live_jobs(api_client, namespace)
-        ),
-        "every job in its expected phase",
-    )
+    seen: dict[str, Any] = {}
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        jobs = live_jobs(api_client, namespace)
+        seen["waiting for"] = unsettled(jobs, names)
+        return None if seen["waiting for"] else jobs
+
+    try:
+        jobs = wait_for(settled, "every job in its expected phase", timeout=60)
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {seen}") from None
 
     for mode, folder in (("--server-side=false", examples), ("--server-side=true", extra)):
         diff = installed_crd.kubectl("diff", mode, "-n", namespace, "-f", str(folder), check=False)

@@ -27,7 +27,8 @@ from support.service_account import service_account_kubeconfig
 from support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples/ddp.yaml"
+# CPU-only: it does not wait for GPUs that other jobs on the shared test cluster hold.
+EXAMPLE = REPO / "examples/cpu-ddp.yaml"
 # What kubectl auth can-i calls the resources that mgj_api_requests_total counts.
 RESOURCE_NAMES = {
     "pods": ("pods", None),
@@ -73,7 +74,7 @@ def start_operator_as_chart_account(
 
 
 def apply_example(cluster: LocalCluster, namespace: str) -> str:
-    """The DDP example, with the security context a restricted namespace demands."""
+    """The example, with the security context a restricted namespace demands."""
     job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     template = job["spec"]["template"]["spec"]
     template["securityContext"] = {

@@ -56,13 +56,17 @@ def operator_after_a_jobs_life(
     operator: OperatorProcess, cluster: LocalCluster, api: client.ApiClient, namespace: str
 ) -> Samples:
     """Succeeded, Failed after one restart, and one still Running: every series exists."""
-    jobs = {
-        "done": (job_manifest("done", replicas=1, annotations={f"{SIM}/succeed-after": "1s"}),
-                 "Succeeded"),
-        "flaky": (job_manifest("flaky", replicas=1, annotations={f"{SIM}/fail-after": "1s"},
-                               runPolicy={"backoffLimit": 1}), "Failed"),
-        "runs": (job_manifest("runs", replicas=2), "Running"),
-    }  # fmt: skip
+    # CPU-only, so no job waits for GPUs that other jobs on the shared test cluster hold.
+    done = job_manifest("done", replicas=1, gpus=0, annotations={f"{SIM}/succeed-after": "1s"})
+    flaky = job_manifest(
+        "flaky",
+        replicas=1,
+        gpus=0,
+        annotations={f"{SIM}/fail-after": "1s"},
+        runPolicy={"backoffLimit": 1},
+    )
+    runs = job_manifest("runs", replicas=2, gpus=0)
+    jobs = {"done": (done, "Succeeded"), "flaky": (flaky, "Failed"), "runs": (runs, "Running")}
     for manifest, _ in jobs.values():
         apply(cluster, namespace, manifest)
     for name, (_, phase) in jobs.items():
