@@ -98,6 +98,40 @@ def check_rules(
     )
 
 
+def expect_values(
+    promtool: Path,
+    series: dict[str, str],
+    expr: str,
+    expected: dict[str, float],
+    folder: Path,
+    at: str = "10m",
+) -> subprocess.CompletedProcess[str]:
+    """Evaluate `expr` with promtool on input `series` (selector -> promtool values notation)
+    and compare with `expected` (label set -> value), as `promtool test rules` does."""
+    test = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series.items()],
+                "promql_expr_test": [
+                    {
+                        "expr": expr,
+                        "eval_time": at,
+                        "exp_samples": [{"labels": k, "value": v} for k, v in expected.items()],
+                    }
+                ],
+            }
+        ],
+    }
+    path = folder / "expr-test.yaml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    return subprocess.run(
+        [str(promtool), "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+
+
 def as_recording_rules(expressions: Mapping[str, str]) -> list[Any]:
     """Expressions wrapped as recording rules, so promtool parses each one."""
     rules = [{"record": f"check:expr_{i}", "expr": e} for i, e in enumerate(expressions.values())]

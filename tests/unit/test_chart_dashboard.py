@@ -13,10 +13,12 @@ from support.promql import (
     as_recording_rules,
     dashboard_expressions,
     documented_metrics,
+    expect_values,
     exposed_names,
     load_dashboard,
     metric_names,
     rule_expressions,
+    substitute,
 )
 from support.promql import check_rules as promtool_check_rules
 
@@ -85,3 +87,44 @@ def test_dashboard_is_well_formed_for_grafana() -> None:
         assert grid["x"] + grid["w"] <= 24
         ref_ids = [target["refId"] for target in panel["targets"]]
         assert len(ref_ids) == len(set(ref_ids)) > 0
+
+
+def panel_expr(title: str) -> str:
+    panel = next(p for p in load_dashboard(DASHBOARD)["panels"] if p["title"] == title)
+    return substitute(panel["targets"][0]["expr"])
+
+
+def test_gpu_utilisation_is_joined_onto_jobs_through_pod_info(tools: Tools, tmp_path: Path) -> None:
+    # DCGM's own `job` label (its scrape job) gives way to the MultiGPUJob's name; GPUs of
+    # pods that belong to no job drop out.
+    dcgm = 'DCGM_FI_DEV_GPU_UTIL{namespace="ml",job="gpu-metrics",instance="node-1",'
+    series = {
+        dcgm + 'pod="ddp-0",gpu="0"}': "80x20",
+        dcgm + 'pod="ddp-0",gpu="1"}': "60x20",
+        dcgm + 'pod="ddp-1",gpu="2"}': "100x20",
+        dcgm + 'pod="notebook",gpu="3"}': "5x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-0",job="ddp",rank="0",instance="op"}': "1x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-1",job="ddp",rank="1",instance="op"}': "1x20",
+    }
+    expr = panel_expr("GPU utilisation per job")
+    result = expect_values(
+        tools.promtool, series, expr, {'{namespace="ml",job="ddp"}': 80}, tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_straggler_ratio_is_slowest_rank_over_median_rank(tools: Tools, tmp_path: Path) -> None:
+    # Ranks 0 and 1 take 0.1 s per step, rank 2 takes 0.2 s: ratio 2.
+    def rank(r: int, seconds_per_minute: float) -> dict[str, str]:
+        labels = f'{{namespace="ml",job="ddp",rank="{r}"}}'
+        return {
+            f"mgj_trainer_step_seconds_sum{labels}": f"0+{seconds_per_minute}x20",
+            f"mgj_trainer_step_seconds_count{labels}": "0+60x20",
+        }
+
+    series = {**rank(0, 6), **rank(1, 6), **rank(2, 12)}
+    expr = panel_expr("Straggler ratio (slowest rank / median rank)")
+    result = expect_values(
+        tools.promtool, series, expr, {'{namespace="ml",job="ddp"}': 2}, tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
