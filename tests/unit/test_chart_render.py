@@ -4,6 +4,7 @@ equal to the kustomize base, the operator Deployment, and the optional monitorin
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from cluster.localcluster import Tools, build_tools
+from multigpu_operator.cli import render as render_job
 from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,3 +191,31 @@ def test_values_schema_rejects_mistakes(tools: Tools, setting: str, complaint: s
     result = helm(tools, "template", "x", str(CHART), "--set", setting, check=False)
     assert result.returncode != 0
     assert complaint in result.stderr
+
+
+def test_pod_monitor_scrapes_each_process_port_the_docs_tell_users_to_declare(
+    all_enabled: list[Manifest],
+) -> None:
+    # The template of docs/monitoring.md: one named port per torchrun process.
+    doc = (REPO / "docs/monitoring.md").read_text()
+    snippet = doc[doc.index("spec:\n  gpusPerReplica: 2") :].split("```")[0]
+    spec: dict[str, Any] = yaml.safe_load(snippet)["spec"]
+    spec["template"]["spec"]["containers"][0]["image"] = "trainer:1"
+    job = {
+        "apiVersion": "multigpu.dev/v1alpha1",
+        "kind": "MultiGPUJob",
+        "metadata": {"name": "ddp"},
+        "spec": {"mode": "DistributedDataParallel", **spec},
+    }
+    objects, errors = render_job(iter([job]), "ml")
+    assert errors == []
+    pods = [obj for obj in objects if obj["kind"] == "Pod"]
+    ports = list(pods[0]["spec"]["containers"][0]["ports"])
+    regex = only(all_enabled, "PodMonitor")["spec"]["podMetricsEndpoints"][0]["relabelings"][0]
+    # Prometheus anchors relabel regexes: the whole name must match.
+    assert all(re.fullmatch(regex["regex"], port["name"]) for port in ports)
+    assert len(ports) == spec["gpusPerReplica"]
+    env = {e["name"]: e.get("value") for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert [p["containerPort"] for p in ports] == [
+        int(env["MGJ_TRAINER_METRICS_PORT"]) + i for i in range(2)
+    ]
