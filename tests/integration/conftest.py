@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client, config
 
 from cluster.localcluster import LocalCluster, build_tools
+from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
 
 
@@ -85,3 +86,14 @@ def pytest_runtest_makereport(
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture
+def jobs(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+) -> JobEnv:
+    """This test's namespace, with the CRD installed, for applying and watching jobs."""
+    return JobEnv(installed_crd, api_client, core, namespace)

@@ -6,81 +6,48 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from cluster.localcluster import LocalCluster
-from support.jobs import (
-    SIM,
-    annotate_pod,
-    apply,
-    condition,
-    job_manifest,
-    job_status,
-    live_pods,
-    patch_spec,
-    read_job,
-)
+from support.jobs import SIM, JobEnv, condition, job_manifest, read_job
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
-def status_when(
-    api_client: client.ApiClient, namespace: str, name: str, phase: str, timeout: float = 60
-) -> dict[str, Any]:
-    def probe() -> dict[str, Any] | None:
-        status = job_status(api_client, namespace, name)
-        return status if status.get("phase") == phase else None
-
-    return wait_for(probe, f"{name} {phase}", timeout=timeout)
-
-
-def all_running(core: client.CoreV1Api, namespace: str, name: str, n: int) -> bool:
-    pods = live_pods(core, namespace, name)
-    return len(pods) == n and all(p.status.phase == "Running" for p in pods)
-
-
 def test_active_deadline_fails_a_running_job_and_its_pods_are_gone(
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
     manifest = job_manifest("late", annotations=RUN_LONG, runPolicy={"activeDeadlineSeconds": 4})
-    apply(installed_crd, namespace, manifest)
-    status_when(api_client, namespace, "late", "Running")
-    status = status_when(api_client, namespace, "late", "Failed", timeout=30)
+    jobs.apply(manifest)
+    jobs.wait_phase("late", "Running")
+    status = jobs.wait_phase("late", "Failed", timeout=30)
     assert condition(status, "Failed")["reason"] == "DeadlineExceeded"
-    wait_for(lambda: not live_pods(core, namespace, "late"), "pods deleted")
+    wait_for(lambda: not jobs.pods("late"), "pods deleted")
 
 
 def test_ttl_deletes_a_finished_job_and_its_children(
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
     manifest = job_manifest(
         "brief",
         annotations={f"{SIM}/succeed-after": "1s"},
         runPolicy={"ttlSecondsAfterFinished": 2},
     )
-    apply(installed_crd, namespace, manifest)
-    status_when(api_client, namespace, "brief", "Succeeded")
+    jobs.apply(manifest)
+    jobs.wait_phase("brief", "Succeeded")
 
     def gone() -> bool:
         try:
-            read_job(api_client, namespace, "brief")
+            read_job(jobs.api, jobs.namespace, "brief")
         except ApiException as err:
             return bool(err.status == 404)
         return False
 
     wait_for(gone, "job deleted after its TTL", timeout=30)
-    wait_for(lambda: not live_pods(core, namespace, "brief"), "pods garbage-collected")
+    wait_for(lambda: not jobs.pods("brief"), "pods garbage-collected")
 
 
 @pytest.mark.parametrize(
@@ -95,69 +62,60 @@ def test_clean_pod_policy_leaves_exactly_the_promised_pods(
     policy: str,
     left: set[str],
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
     run_policy = {"cleanPodPolicy": policy, "restartPolicy": "Never"}
-    apply(installed_crd, namespace, job_manifest("clean", replicas=3, runPolicy=run_policy))
-    wait_for(lambda: all_running(core, namespace, "clean", 3), "3 pods Running")
-    annotate_pod(core, namespace, "clean-0", {f"{SIM}/succeed-after": "0s"})
+    jobs.apply(job_manifest("clean", replicas=3, runPolicy=run_policy))
+    wait_for(lambda: jobs.running("clean", 3), "3 pods Running")
+    jobs.annotate("clean-0", {f"{SIM}/succeed-after": "0s"})
     wait_for(
-        lambda: core.read_namespaced_pod("clean-0", namespace).status.phase == "Succeeded",
+        lambda: (
+            {p.metadata.name: p.status.phase for p in jobs.pods("clean")}["clean-0"] == "Succeeded"
+        ),
         "clean-0 Succeeded",
     )
-    annotate_pod(core, namespace, "clean-1", {f"{SIM}/fail-after": "0s"})
-    status_when(api_client, namespace, "clean", "Failed")
+    jobs.annotate("clean-1", {f"{SIM}/fail-after": "0s"})
+    jobs.wait_phase("clean", "Failed")
 
     def settled() -> bool:
-        return {p.metadata.name for p in live_pods(core, namespace, "clean")} == left
+        return {p.metadata.name for p in jobs.pods("clean")} == left
 
     wait_for(settled, f"pods left by {policy}")
     time.sleep(2)  # and nothing more goes afterwards
-    assert {p.metadata.name for p in live_pods(core, namespace, "clean")} == left
+    assert {p.metadata.name for p in jobs.pods("clean")} == left
 
 
 def test_suspend_deletes_the_pods_and_resume_starts_a_new_attempt(
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
-    apply(installed_crd, namespace, job_manifest("pause", annotations=RUN_LONG))
-    status_when(api_client, namespace, "pause", "Running")
+    jobs.apply(job_manifest("pause", annotations=RUN_LONG))
+    jobs.wait_phase("pause", "Running")
 
-    patch_spec(api_client, namespace, "pause", {"suspend": True})
-    suspended = status_when(api_client, namespace, "pause", "Suspended")
+    jobs.patch_spec("pause", {"suspend": True})
+    suspended = jobs.wait_phase("pause", "Suspended")
     assert condition(suspended, "Suspended")["status"] == "True"
     assert condition(suspended, "Running")["status"] == "False"
-    wait_for(lambda: not live_pods(core, namespace, "pause"), "pods deleted")
+    wait_for(lambda: not jobs.pods("pause"), "pods deleted")
 
-    patch_spec(api_client, namespace, "pause", {"suspend": False})
-    resumed = status_when(api_client, namespace, "pause", "Running")
+    jobs.patch_spec("pause", {"suspend": False})
+    resumed = jobs.wait_phase("pause", "Running")
     assert (resumed["attempt"], resumed["restarts"]) == (2, 0)
     assert condition(resumed, "Suspended")["reason"] == "Resumed"
-    labels = {
-        p.metadata.labels["multigpu.dev/attempt"] for p in live_pods(core, namespace, "pause")
-    }
+    labels = {p.metadata.labels["multigpu.dev/attempt"] for p in jobs.pods("pause")}
     assert labels == {"2"}
 
 
 def test_a_job_larger_than_the_cluster_times_out_and_releases_its_pods(
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
     # 5 pods x 8 GPUs; the cluster has 4 nodes of 8.
     gang = {"timeoutSeconds": 3, "onTimeout": "Requeue", "requeueAfterSeconds": 600}
-    apply(installed_crd, namespace, job_manifest("huge", replicas=5, gpus=8, gang=gang))
+    jobs.apply(job_manifest("huge", replicas=5, gpus=8, gang=gang))
 
     def released() -> dict[str, Any] | None:
-        status = job_status(api_client, namespace, "huge")
+        status = jobs.status("huge")
         return status if condition(status, "Scheduled").get("reason") == "GangTimeout" else None
 
     status = wait_for(released, "gang timeout", timeout=60)
@@ -166,17 +124,14 @@ def test_a_job_larger_than_the_cluster_times_out_and_releases_its_pods(
     assert "Insufficient nvidia.com/gpu" in message
     assert "released its pods" in message
     assert status["phase"] == "Pending"
-    wait_for(lambda: not live_pods(core, namespace, "huge"), "no pods held")
+    wait_for(lambda: not jobs.pods("huge"), "no pods held")
     time.sleep(3)
-    assert not live_pods(core, namespace, "huge")
+    assert not jobs.pods("huge")
 
 
 def test_pods_held_by_a_kueue_admission_gate_wait_without_timing_out(
     operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    api_client: client.ApiClient,
-    core: client.CoreV1Api,
-    namespace: str,
+    jobs: JobEnv,
 ) -> None:
     manifest = job_manifest(
         "queued",
@@ -186,18 +141,20 @@ def test_pods_held_by_a_kueue_admission_gate_wait_without_timing_out(
     )
     # What Kueue's webhook adds to the pods of a queued pod group.
     manifest["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
-    apply(installed_crd, namespace, manifest)
-    wait_for(lambda: len(live_pods(core, namespace, "queued")) == 2, "pods created")
+    jobs.apply(manifest)
+    wait_for(lambda: len(jobs.pods("queued")) == 2, "pods created")
     time.sleep(4)
-    status = job_status(api_client, namespace, "queued")
+    status = jobs.status("queued")
     assert status["phase"] == "Pending"
     assert condition(status, "Scheduled")["reason"] == "SchedulingGated"
-    for pod in live_pods(core, namespace, "queued"):
+    # Once admitted, the pods get the usual time to be scheduled.
+    jobs.patch_spec("queued", {"gang": {"timeoutSeconds": 300}})
+    for pod in jobs.pods("queued"):
         assert pod.metadata.labels["kueue.x-k8s.io/queue-name"] == "team-a"
         assert pod.metadata.labels["kueue.x-k8s.io/pod-group-name"] == "queued"
         assert pod.metadata.annotations["kueue.x-k8s.io/pod-group-total-count"] == "2"
         # Admission: Kueue removes the gate.
         remove = [{"op": "remove", "path": "/spec/schedulingGates"}]
-        core.patch_namespaced_pod(pod.metadata.name, namespace, remove)
-    admitted = status_when(api_client, namespace, "queued", "Running")
+        jobs.core.patch_namespaced_pod(pod.metadata.name, jobs.namespace, remove)
+    admitted = jobs.wait_phase("queued", "Running")
     assert condition(admitted, "Scheduled")["status"] == "True"
