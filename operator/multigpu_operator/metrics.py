@@ -46,6 +46,12 @@ RESTARTS = Counter(
     "Restarts decided by the operator: a new attempt, or an elastic pod replaced",
     ["namespace", "mode"],
 )
+JOB_DURATION = Histogram(
+    "mgj_job_duration_seconds",
+    "From a job's start (status.startTime) to Succeeded or Failed",
+    ["namespace", "mode", "phase"],
+    buckets=(10, 30, 60, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200),
+)
 TIME_TO_RUNNING = Histogram(
     "mgj_job_time_to_running_seconds",
     "From a job's creation to all of its pods Running",
@@ -63,6 +69,13 @@ def job_entered(body: Mapping[str, Any], previous: Phase | None, phase: Phase) -
         JOBS_SUCCEEDED.labels(*labels).inc()
     elif phase is Phase.FAILED:
         JOBS_FAILED.labels(*labels).inc()
+    if phase in (Phase.SUCCEEDED, Phase.FAILED):
+        status = body.get("status") or {}
+        start, end = _time(status.get("startTime")), _time(status.get("completionTime"))
+        if start and end:
+            JOB_DURATION.labels(*labels, str(phase)).observe(
+                max(0.0, (end - start).total_seconds())
+            )
     elif phase is Phase.RUNNING and previous in (None, Phase.PENDING):
         created = body["metadata"].get("creationTimestamp")
         if created:
@@ -70,6 +83,10 @@ def job_entered(body: Mapping[str, Any], previous: Phase | None, phase: Phase) -
             TIME_TO_RUNNING.labels(*labels).observe(
                 max(0.0, (datetime.now(started.tzinfo) - started).total_seconds())
             )
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
 
 class StateCollector(Collector):
@@ -96,6 +113,11 @@ class StateCollector(Collector):
             "Training processes of a running job (Elastic: follows scaling); 0 when not running",
             labels=["namespace", "job"],
         )
+        job_info = GaugeMetricFamily(
+            "mgj_job_info",
+            "1 per MultiGPUJob, labelled with its mode and current phase",
+            labels=["namespace", "job", "mode", "phase"],
+        )
         restarts = GaugeMetricFamily(
             "mgj_job_restarts",
             "Restarts of a job so far (status.restarts)",
@@ -107,8 +129,11 @@ class StateCollector(Collector):
             running = status.get("phase") == Phase.RUNNING
             world.add_metric(labels, int(status.get("worldSize") or 0) if running else 0)
             restarts.add_metric(labels, int(status.get("restarts") or 0))
+            mode = (job.get("spec") or {}).get("mode", "")
+            job_info.add_metric([*labels, mode, status.get("phase") or Phase.PENDING], 1)
         yield world
         yield restarts
+        yield job_info
         info = GaugeMetricFamily(
             "mgj_job_pod_info",
             "1 for every pod of a MultiGPUJob; join GPU metrics (DCGM) on namespace and pod",

@@ -98,6 +98,7 @@ class Kube:
                 PLURAL,
                 name,
                 body,
+                field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
             )
         except ApiException as err:
