@@ -11,6 +11,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from training import procs
 
 EPOCHS = 12
@@ -40,10 +42,22 @@ def torchrun_command(port: int, checkpoint_dir: Path) -> list[str]:
     ]
 
 
-def test_killed_worker_is_restarted_and_training_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "store_env",
+    [
+        # torchrun's default: workers share the rendezvous store across restarts, and
+        # the trainer keeps each round's keys apart (multigpu_train/distributed.py).
+        pytest.param({}, id="shared-store"),
+        # What the operator sets for Elastic jobs (docs/env-contract.md).
+        pytest.param({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}, id="store-per-round"),
+    ],
+)
+def test_killed_worker_is_restarted_and_training_resumes(
+    tmp_path: Path, store_env: dict[str, str]
+) -> None:
     proc = subprocess.Popen(
         torchrun_command(procs.free_port(), tmp_path),
-        env=procs.clean_env(),
+        env=procs.clean_env(store_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -69,13 +83,17 @@ def test_killed_worker_is_restarted_and_training_resumes(tmp_path: Path) -> None
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    timed_out = False
     try:
         proc.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        timed_out = True
     finally:
         if proc.poll() is None:
             proc.kill()
         reader.join(timeout=10)
     output = "".join(lines)
+    assert not timed_out, f"torchrun still running after 240 s:\n{procs.excerpt(output, 20000)}"
     assert proc.returncode == 0, procs.excerpt(output)
     assert killed, f"training finished before a worker could be killed:\n{procs.excerpt(output)}"
 

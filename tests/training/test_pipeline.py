@@ -15,23 +15,30 @@ from training.workers.batch import digits_batch, model, reference_grads
 BATCH = 32
 
 
-@pytest.mark.parametrize(
-    ("schedule", "micro_batches", "kind"),
-    [
-        pytest.param("GPipe", 4, "cnn", id="gpipe-cnn"),
-        pytest.param("1F1B", 4, "cnn", id="1f1b-cnn"),
-        pytest.param("1F1B", 2, "transformer", id="1f1b-transformer"),
-    ],
-)
-def test_two_rank_pipeline_matches_the_unsplit_model(
-    tmp_path: Path, schedule: str, micro_batches: int, kind: str
-) -> None:
-    args = [str(tmp_path), schedule, str(micro_batches), str(BATCH), kind]
-    for done in procs.run_ranks("training.workers.pipe_step", args, world=2):
+# name: (schedule, micro-batches, model)
+PIPELINE_CASES = {
+    "gpipe-cnn": ("GPipe", 4, "cnn"),
+    "1f1b-cnn": ("1F1B", 4, "cnn"),
+    "1f1b-transformer": ("1F1B", 2, "transformer"),
+}
+
+
+@pytest.fixture(scope="module")
+def pipeline_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every case's loss and gradients from one 2-rank job."""
+    out = tmp_path_factory.mktemp("pipeline-grads")
+    cases = [f"{n}:{s}:{m}:{k}" for n, (s, m, k) in PIPELINE_CASES.items()]
+    for done in procs.run_ranks("training.workers.pipe_step", [str(out), str(BATCH), *cases], 2):
         done.check()
+    return out
+
+
+@pytest.mark.parametrize("case", PIPELINE_CASES)
+def test_two_rank_pipeline_matches_the_unsplit_model(pipeline_results: Path, case: str) -> None:
+    kind = PIPELINE_CASES[case][2]
     x, y = digits_batch(BATCH)
     expected_loss, expected = reference_grads(model(kind), x, y)
-    first, last = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    first, last = (torch.load(pipeline_results / f"{case}-rank{r}.pt") for r in (0, 1))
     assert first["loss"] is None
     assert last["loss"] == pytest.approx(expected_loss, rel=1e-5)
     # Each stage holds a disjoint part of the model, under the whole model's names.

@@ -3,17 +3,44 @@
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-# The in-memory store torch.distributed uses itself; its public alias is not typed.
-from torch._C._distributed_c10d import HashStore
+# The stores torch.distributed uses itself; their public aliases are not typed.
+from torch._C._distributed_c10d import HashStore, PrefixStore, Store, TCPStore
 
+from multigpu_train.errors import SetupError
 from multigpu_train.world import World
 
 log = logging.getLogger(__name__)
+
+
+def shared_agent_store(
+    world: World, timeout: timedelta, environ: Mapping[str, str]
+) -> Store | None:
+    """torchrun's shared rendezvous store, under a prefix unique to this round.
+
+    With c10d rendezvous torchrun hands its workers the store it used for the
+    rendezvous (TORCHELASTIC_USE_AGENT_STORE=True) and keeps it across restarts
+    without clearing it. A restarted worker then found the previous round's gloo
+    addresses there and failed with "Connection refused" (seen with torch 2.14). A
+    prefix per restart and world size keeps each round's keys apart. The operator also
+    sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, which gives every round a fresh store.
+    """
+    if environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    if world.master_addr is None or world.master_port is None:
+        raise SetupError("torchrun shares its store but set no MASTER_ADDR/MASTER_PORT")
+    client = TCPStore(
+        world.master_addr, world.master_port, world.world_size, is_master=False, timeout=timeout
+    )
+    return PrefixStore(
+        f"multigpu_train/restart{world.restart_count}-world{world.world_size}", client
+    )
 
 
 def init_process_group(world: World, backend: str, device: torch.device, timeout_s: float) -> None:
@@ -39,6 +66,17 @@ def init_process_group(world: World, backend: str, device: torch.device, timeout
         world.master_port,
         timeout_s,
     )
+    store = shared_agent_store(world, timeout, os.environ)
+    if store is not None:
+        dist.init_process_group(
+            backend,
+            store=store,
+            rank=world.rank,
+            world_size=world.world_size,
+            timeout=timeout,
+            device_id=device_id,
+        )
+        return
     dist.init_process_group(
         backend,
         init_method="env://",

@@ -1,8 +1,9 @@
-"""One DDP optimizer step on a fixed batch; writes this rank's gradients.
+"""One DDP optimizer step on a fixed batch per case; writes this rank's gradients.
 
 The optimizer is SGD with lr=1, so the weight change is exactly minus the gradient
-that DDP all-reduced (gradients themselves are cleared by the step).
-Usage: python -m training.workers.ddp_step OUT ACCUM_STEPS MICRO_BATCH BUCKET_CAP_MB AS_VIEW
+that DDP all-reduced (gradients themselves are cleared by the step). One process
+runs every case, in one process group: starting processes is the slow part.
+Usage: python -m training.workers.ddp_step OUT MICRO_BATCH NAME:ACCUM:BUCKET_MB:AS_VIEW...
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ import torch
 from multigpu_train import ddp, distributed, loop
 from multigpu_train.config import TrainConfig
 from multigpu_train.metrics import TrainerMetrics
-from multigpu_train.world import read_world
+from multigpu_train.world import World, read_world
 from training.workers.batch import digits_batch, model
 
 
-def main() -> None:
-    out, accum, micro = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    cfg = TrainConfig(bucket_cap_mb=float(sys.argv[4]), gradient_as_bucket_view=sys.argv[5] == "1")
-    torch.set_num_threads(1)
-    world = read_world(os.environ)
+def one_case(world: World, out: Path, micro: int, case: str) -> None:
+    name, accum_text, bucket_mb, as_view = case.split(":")
+    accum = int(accum_text)
+    cfg = TrainConfig(bucket_cap_mb=float(bucket_mb), gradient_as_bucket_view=as_view == "1")
     cpu = torch.device("cpu")
-    distributed.init_process_group(world, "gloo", cpu, 60)
     net = model()
     before = {n: p.detach().clone() for n, p in net.named_parameters()}
     wrapped = ddp.wrap(net, cpu, cfg)
@@ -44,7 +43,16 @@ def main() -> None:
         no_sync=wrapped.no_sync if accum > 1 else None,
     )
     grads = {n: before[n] - p.detach() for n, p in net.named_parameters()}
-    torch.save(grads, out / f"rank{world.rank}.pt")
+    torch.save(grads, out / f"{name}-rank{world.rank}.pt")
+
+
+def main() -> None:
+    out, micro, cases = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+    torch.set_num_threads(1)
+    world = read_world(os.environ)
+    distributed.init_process_group(world, "gloo", torch.device("cpu"), 60)
+    for case in cases:
+        one_case(world, out, micro, case)
     distributed.destroy_process_group()
 
 
