@@ -15,10 +15,10 @@ import yaml
 from kubernetes import client
 
 from cluster.localcluster import LocalCluster
-from multigpu_operator.api.spec import GROUP, VERSION, Job
+from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
 from support.events import list_events
-from support.jobs import apply, job_phase, job_pods, read_job
+from support.jobs import apply, job_manifest, job_phase, job_pods, read_job
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -94,29 +94,13 @@ def test_example_runs_to_success_with_planned_pods_service_and_env(
         assert status["worldSize"] == desired.world_size
 
 
-def ddp_job(name: str, replicas: int, gpus: int = 1, **extra: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "MultiGPUJob",
-        "metadata": {"name": name},
-        "spec": {
-            "mode": "DistributedDataParallel",
-            "replicas": replicas,
-            "gpusPerReplica": gpus,
-            "template": {
-                "spec": {"containers": [{"name": "trainer", "image": "trainer:test", **extra}]}
-            },
-        },
-    }
-
-
 def test_deleting_a_job_removes_its_pods_and_service(
     operator: OperatorProcess,
     installed_crd: LocalCluster,
     core: client.CoreV1Api,
     namespace: str,
 ) -> None:
-    apply(installed_crd, namespace, ddp_job("doomed", 3))
+    apply(installed_crd, namespace, job_manifest("doomed", replicas=3, gpus=1))
     wait_for(lambda: len(job_pods(core, namespace, "doomed")) == 3, "3 pods")
 
     installed_crd.kubectl("delete", "-n", namespace, "mgj/doomed", "--wait=false")
@@ -135,7 +119,7 @@ def test_operator_killed_while_creating_pods_leaves_no_duplicate_or_missing_pod(
     # there, the quota lifted, and a new operator process must finish the job.
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"}}
     apply(installed_crd, namespace, {**quota, "spec": {"hard": {"pods": "5"}}})
-    apply(installed_crd, namespace, ddp_job("big", 16))
+    apply(installed_crd, namespace, job_manifest("big", replicas=16, gpus=1))
     wait_for(lambda: len(job_pods(core, namespace, "big")) == 5, "5 of 16 pods")
     before = {p.metadata.name: p.metadata.uid for p in job_pods(core, namespace, "big")}
 
@@ -159,11 +143,11 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
     core: client.CoreV1Api,
     namespace: str,
 ) -> None:
-    apply(
-        installed_crd,
-        namespace,
-        ddp_job("clash", 2, env=[{"name": "WORLD_SIZE", "value": "2"}]),
-    )
+    clash = job_manifest("clash", gpus=1)
+    clash["spec"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "WORLD_SIZE", "value": "2"}
+    ]
+    apply(installed_crd, namespace, clash)
 
     wait_for(lambda: job_phase(api_client, namespace, "clash") == "Failed", "job Failed")
     failed = next(
@@ -188,7 +172,7 @@ def test_metrics_report_jobs_by_phase_pod_info_and_latencies(
     api_client: client.ApiClient,
     namespace: str,
 ) -> None:
-    apply(installed_crd, namespace, ddp_job("watched", 2, gpus=2))
+    apply(installed_crd, namespace, job_manifest("watched", gpus=2))
     wait_for(lambda: job_phase(api_client, namespace, "watched") == "Running", "job Running")
 
     text = operator.metrics()
