@@ -15,7 +15,7 @@ CLUSTER := $(BIN)/python tests/cluster/localcluster.py
 help:
 	@echo "make demo          local GPU cluster + the operator; every example job reaches Running"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
-	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it"
+	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
 
 # images/trainer is the training package that tests/training runs; torch from PyPI is
 # the CUDA build, a few GB.
@@ -54,6 +54,7 @@ cluster-up: venv tools
 
 cluster-down: venv tools
 	$(CLUSTER) down
+	$(CLUSTER) --name mgj-test down
 
 demo: venv tools
 	$(BIN)/python tests/cluster/demo.py

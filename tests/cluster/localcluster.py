@@ -30,6 +30,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 STAGES_FILE = HERE / "stages.yaml"
 DEFAULT_NAME = "mgj"
+# The test suite has a cluster of its own, so jobs left on the default one (by `make demo`
+# or by hand) never hold the GPUs its tests count on.
+TEST_NAME = "mgj-test"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
@@ -198,7 +201,8 @@ class LocalCluster:
 
     def running_processes(self) -> list[str]:
         """Command lines of live processes that belong to this cluster."""
-        marker = str(self.workdir / "clusters" / self.name)
+        # The trailing slash keeps "mgj" from matching "mgj-test".
+        marker = f"{self.workdir / 'clusters' / self.name}/"
         found = []
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
@@ -333,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
+    parser.add_argument(
+        "--name", default=DEFAULT_NAME, help=f"cluster name (tests use {TEST_NAME})"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the cluster (or reuse a running one)")
     up.add_argument("--gpu-nodes", type=int, default=4)
@@ -344,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     tools = build_tools()
-    cluster = LocalCluster(tools)
+    cluster = LocalCluster(tools, args.name)
     if args.command == "up":
         start = time.monotonic()
         cluster.up(args.gpu_nodes, args.gpus_per_node, args.cpu_nodes)

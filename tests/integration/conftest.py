@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from cluster.localcluster import LocalCluster, build_tools
+from cluster.localcluster import TEST_NAME, LocalCluster, build_tools
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
 
 
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(build_tools())
+    cluster = LocalCluster(build_tools(), TEST_NAME)
     reused = cluster.is_healthy()
     cluster.up()
     yield cluster
