@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from multigpu_train import data, imagefolder, models
 from multigpu_train.config import TrainConfig
@@ -63,6 +64,39 @@ def test_image_folder_split_by_the_loader(tmp_path: Path) -> None:
     assert x.shape == (3, 6, 6)
     # Colour channels come out as CxHxW in [0, 1].
     torch.testing.assert_close(x, torch.from_numpy(colour.transpose(2, 0, 1) / 255).float())
+
+
+# Pillow reads every format; the loader gives CxHxW float32 in [0, 1] whatever the mode.
+IMAGE_CASES = [
+    pytest.param(np.array([[0, 51], [255, 102]], np.uint8), 255, "png", id="png-grey"),
+    pytest.param(np.array([[0, 13107], [65535, 26214]], np.uint16), 65535, "png", id="png-16bit"),
+    pytest.param(np.arange(12, dtype=np.uint8).reshape(2, 2, 3) * 20, 255, "png", id="png-rgb"),
+    pytest.param(np.full((2, 2, 4), 200, np.uint8), 255, "png", id="png-alpha-dropped"),
+    pytest.param(np.array([[0, 255], [255, 0]], np.uint8), 255, "bmp", id="bmp-grey"),
+]
+
+
+@pytest.mark.parametrize(("pixels", "scale", "fmt"), IMAGE_CASES)
+def test_image_files_load_as_chw_in_unit_range(
+    tmp_path: Path, pixels: np.ndarray, scale: int, fmt: str
+) -> None:
+    path = tmp_path / f"image.{fmt}"
+    Image.fromarray(pixels).save(path)  # the mode follows the dtype and shape
+    loaded = imagefolder.read_image(path)
+    expected = pixels[..., :3] if pixels.ndim == 3 else pixels[..., None]
+    np.testing.assert_allclose(loaded, expected.transpose(2, 0, 1) / scale, rtol=1e-6)
+    assert loaded.dtype == np.float32
+
+
+def test_palette_images_become_rgb(tmp_path: Path) -> None:
+    image = Image.new("P", (3, 2))
+    image.putpalette([255, 0, 0, 0, 0, 255] + [0] * 762)
+    image.putpixel((1, 1), 1)
+    image.save(tmp_path / "p.gif")
+    loaded = imagefolder.read_image(tmp_path / "p.gif")
+    assert loaded.shape == (3, 2, 3)
+    assert loaded[:, 0, 0].tolist() == [1.0, 0.0, 0.0]
+    assert loaded[:, 1, 1].tolist() == [0.0, 0.0, 1.0]
 
 
 def test_images_of_different_shapes_are_rejected(tmp_path: Path) -> None:

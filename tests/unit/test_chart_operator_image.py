@@ -1,6 +1,7 @@
 """The operator's image (images/operator/Dockerfile), which the chart deploys. There is no
 container engine here, so it is linted and checked, not built: hadolint, a pinned non-root
-base, and an exactly pinned dependency list that matches pyproject.toml."""
+base, and an exactly pinned dependency list that matches pyproject.toml (the trainer
+image's list is checked the same way)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tomllib
 from importlib.metadata import distribution
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -22,10 +24,10 @@ DOCKERFILE = IMAGE / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"
 
 
-def pinned() -> dict[str, str]:
-    """requirements.txt as {name: exact version}."""
+def pinned(image: Path) -> dict[str, str]:
+    """An image's requirements.txt as {name: exact version}."""
     pins: dict[str, str] = {}
-    for line in (IMAGE / "requirements.txt").read_text().splitlines():
+    for line in (image / "requirements.txt").read_text().splitlines():
         if line and not line.startswith("#"):
             name, version = line.split("==")
             pins[canonicalize_name(name)] = version
@@ -70,15 +72,32 @@ def test_runs_as_a_numeric_non_root_user_the_chart_expects() -> None:
     assert 'CMD ["python", "-m", "multigpu_operator"]' in DOCKERFILE.read_text()
 
 
-def test_requirements_pin_every_runtime_dependency_within_pyproject_ranges() -> None:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    pins = pinned()
-    for requirement in map(Requirement, project["dependencies"]):
+# (image directory, its package's pyproject, what its base image already provides)
+PINNED_IMAGES = [
+    pytest.param(IMAGE, REPO / "pyproject.toml", set(), id="operator"),
+    # The trainer's base image is the PyTorch one: torch and its dependencies come with it.
+    pytest.param(
+        REPO / "images/trainer", REPO / "images/trainer/pyproject.toml", {"torch"}, id="trainer"
+    ),
+]
+
+
+@pytest.mark.parametrize(("image", "pyproject", "from_base"), PINNED_IMAGES)
+def test_requirements_pin_every_runtime_dependency_within_pyproject_ranges(
+    image: Path, pyproject: Path, from_base: set[str]
+) -> None:
+    dependencies = [
+        requirement
+        for requirement in tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+        if canonicalize_name(Requirement(requirement).name) not in from_base
+    ]
+    pins = pinned(image)
+    for requirement in map(Requirement, dependencies):
         name = canonicalize_name(requirement.name)
-        assert name in pins, f"{name} is not pinned in images/operator/requirements.txt"
+        assert name in pins, f"{name} is not pinned in {image}/requirements.txt"
         assert requirement.specifier.contains(pins[name]), (name, pins[name])
     closure: set[str] = set()
-    for requirement in project["dependencies"]:
+    for requirement in dependencies:
         runtime_closure(requirement, set(), closure)
     assert set(pins) == closure, {
         "missing": sorted(closure - set(pins)),

@@ -2,27 +2,38 @@
 
 Layout: ``<root>/<class>/<image>``, class names sorted into label numbers, or
 ``<root>/train/<class>/...`` and ``<root>/test/<class>/...`` for an explicit split.
-Images are ``.npy`` arrays (HxW or CxHxW) or binary Netpbm (``.pgm`` grey, ``.ppm``
-colour); ``.png``/``.jpg`` also load when Pillow is installed. Everything is read into
-memory once: this is for small data on a volume; bigger data wants its own Dataset.
+Images are ``.npy`` arrays (HxW or CxHxW, used as is) or image files Pillow reads (PNG,
+JPEG, Netpbm, ...), scaled to [0, 1]. Everything is read into memory once: this is for
+small data on a volume; bigger data wants its own Dataset.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
 
 from multigpu_train.errors import SetupError
 
 NUMPY_SUFFIXES = (".npy",)
-NETPBM_SUFFIXES = (".pgm", ".ppm")
-PILLOW_SUFFIXES = (".png", ".jpg", ".jpeg")
-SUFFIXES = NUMPY_SUFFIXES + NETPBM_SUFFIXES + PILLOW_SUFFIXES
+# Formats Pillow reads; Netpbm (.pgm/.ppm) binary or ASCII.
+PILLOW_SUFFIXES = (
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".bmp",
+    ".gif",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".pgm",
+    ".ppm",
+)
+SUFFIXES = NUMPY_SUFFIXES + PILLOW_SUFFIXES
 
 
 def check_readable_dir(path: Path) -> None:
@@ -34,39 +45,18 @@ def check_readable_dir(path: Path) -> None:
         raise SetupError(f"data path {path} is not readable by uid {os.getuid()}")
 
 
-def _netpbm(path: Path) -> np.ndarray[Any, Any]:
-    data = path.read_bytes()
-    fields: list[bytes] = []
-    pos = 0
-    # Header: magic, width, height, maxval, separated by whitespace and # comments.
-    while len(fields) < 4:
-        while pos < len(data) and data[pos : pos + 1].isspace():
-            pos += 1
-        if data[pos : pos + 1] == b"#":
-            pos = data.index(b"\n", pos)
-            continue
-        start = pos
-        while pos < len(data) and not data[pos : pos + 1].isspace():
-            pos += 1
-        fields.append(data[start:pos])
-    magic, width, height, maxval = fields[0], int(fields[1]), int(fields[2]), int(fields[3])
-    channels = {b"P5": 1, b"P6": 3}.get(magic)
-    if channels is None:
-        raise ValueError(f"only binary Netpbm (P5/P6) is supported, not {magic!r}")
-    dtype = np.dtype(">u2") if maxval > 255 else np.dtype("u1")
-    count = width * height * channels
-    pixels = np.frombuffer(data, dtype=dtype, count=count, offset=pos + 1)
-    image = pixels.reshape(height, width, channels).astype(np.float32) / maxval
-    return image.transpose(2, 0, 1)
+# Greyscale modes stay one channel; everything else (palette, alpha, CMYK) becomes RGB.
+GREY_MODES = ("1", "L", "LA", "F")
 
 
 def _pillow(path: Path) -> np.ndarray[Any, Any]:
-    try:
-        image_module: Any = importlib.import_module("PIL.Image")
-    except ImportError:
-        raise SetupError(f"{path}: reading {path.suffix} files needs Pillow installed") from None
-    with image_module.open(path) as image:
-        array = np.asarray(image, dtype=np.float32) / 255.0
+    with Image.open(path) as image:
+        if image.mode.startswith("I"):
+            # 16-bit greyscale (PNG, PGM with maxval > 255): Pillow scales it to 0..65535.
+            array = np.asarray(image, dtype=np.float32) / 65535.0
+        else:
+            wanted = "L" if image.mode in GREY_MODES else "RGB"
+            array = np.asarray(image.convert(wanted), dtype=np.float32) / 255.0
     return array[None] if array.ndim == 2 else array.transpose(2, 0, 1)
 
 
@@ -77,12 +67,8 @@ def read_image(path: Path) -> np.ndarray[Any, Any]:
         if suffix in NUMPY_SUFFIXES:
             array: np.ndarray[Any, Any] = np.load(path, allow_pickle=False).astype(np.float32)
             return array[None] if array.ndim == 2 else array
-        if suffix in NETPBM_SUFFIXES:
-            return _netpbm(path)
         return _pillow(path)
-    except SetupError:
-        raise
-    except (OSError, ValueError, IndexError) as err:
+    except (OSError, ValueError) as err:  # PIL.UnidentifiedImageError is an OSError
         raise SetupError(f"cannot read image {path}: {err}") from None
 
 
