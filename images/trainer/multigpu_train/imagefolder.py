@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 
 from multigpu_train.errors import SetupError
 
@@ -50,6 +49,9 @@ GREY_MODES = ("1", "L", "LA", "F")
 
 
 def _pillow(path: Path) -> np.ndarray[Any, Any]:
+    # Imported here: only folder data needs it, and every trainer process imports this module.
+    from PIL import Image
+
     with Image.open(path) as image:
         if image.mode.startswith("I"):
             # 16-bit greyscale (PNG, PGM with maxval > 255): Pillow scales it to 0..65535.
