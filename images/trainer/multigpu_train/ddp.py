@@ -64,6 +64,7 @@ def train(argv: Sequence[str] | None = None) -> float:
 @record
 def main() -> None:
     train(sys.argv[1:])
+    distributed.exit_after_success()
 
 
 if __name__ == "__main__":
