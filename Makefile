@@ -53,8 +53,7 @@ cluster-up: venv tools
 	$(CLUSTER) up
 
 cluster-down: venv tools
-	$(CLUSTER) down
-	$(CLUSTER) --name mgj-test down
+	$(CLUSTER) down --all
 
 demo: venv tools
 	$(BIN)/python tests/cluster/demo.py

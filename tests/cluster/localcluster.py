@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--gpu-nodes", type=int, default=4)
     up.add_argument("--gpus-per-node", type=int, default=8)
     up.add_argument("--cpu-nodes", type=int, default=1)
-    sub.add_parser("down", help="stop the cluster and leave nothing running")
+    down = sub.add_parser("down", help="stop the cluster and leave nothing running")
+    down.add_argument("--all", action="store_true", help=f"also stop {TEST_NAME}, the tests' one")
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
     sub.add_parser("tools", help="build the binaries and print their directories")
     args = parser.parse_args(argv)
@@ -358,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cluster {cluster.name} ready in {time.monotonic() - start:.1f}s", file=sys.stderr)
         print(cluster.kubeconfig)
     elif args.command == "down":
-        cluster.down()
-        print(f"cluster {cluster.name} stopped", file=sys.stderr)
+        names = dict.fromkeys([args.name, TEST_NAME] if args.all else [args.name])
+        for name in names:
+            LocalCluster(tools, name).down()
+            print(f"cluster {name} stopped", file=sys.stderr)
     elif args.command == "kubeconfig":
         print(cluster.kubeconfig)
     else:
