@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from typing import Any
 
@@ -184,6 +185,39 @@ def test_deleting_the_owner_garbage_collects_owned_pods(
     core.delete_namespaced_config_map("owner", namespace)
 
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, "children garbage-collected")
+
+
+def pod_deletes_not_found(cluster: LocalCluster) -> float:
+    """The API server's count of pod DELETE requests answered 404."""
+    total = 0.0
+    for line in cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if (
+            line.startswith("apiserver_request_total{")
+            and 'code="404"' in line
+            and 'resource="pods"' in line
+            and 'verb="DELETE"' in line
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
+    local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
+) -> None:
+    # Controllers (ours included) reuse a pod's name once the old pod is gone; the
+    # simulated kubelet must not delete the old pod twice by name and hit the new one.
+    core.create_namespaced_pod(namespace, pod_manifest("same"))
+    wait_for(lambda: pod_phase(core, namespace, "same") == "Running", "pod Running")
+    not_found_before = pod_deletes_not_found(local_cluster)
+
+    core.delete_namespaced_pod("same", namespace, grace_period_seconds=1)
+    wait_for(lambda: not core.list_namespaced_pod(namespace).items, "old pod gone")
+    core.create_namespaced_pod(namespace, pod_manifest("same"))
+    wait_for(lambda: pod_phase(core, namespace, "same") == "Running", "new pod Running")
+    time.sleep(2)
+
+    assert read_pod(core, namespace, "same").metadata.deletion_timestamp is None
+    assert pod_deletes_not_found(local_cluster) == not_found_before
 
 
 def test_restricted_pod_security_rejects_a_privileged_pod(
