@@ -136,8 +136,12 @@ class Controller:
             return
         if decision.restarts:
             metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
+        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         await asyncio.gather(
-            *(self.kube.delete_pod(job.ref.namespace, name) for name in decision.delete_pods)
+            *(
+                self.kube.delete_pod(job.ref.namespace, name, uids.get(name))
+                for name in decision.delete_pods
+            )
         )
         try:
             if decision.create_pods:

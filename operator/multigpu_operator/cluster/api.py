@@ -69,12 +69,17 @@ class Kube:
             self.core.create_namespaced_service(namespace, service, field_manager=FIELD_MANAGER)
         )
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete a pod; with `uid`, only that pod: names are reused once a pod is gone,
+        and a delete by name alone could hit a newer pod of the same name (as the
+        kubelet learned, kubernetes#25169). Already gone is not an error."""
         API_REQUESTS.labels("delete", "pods").inc()
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         try:
-            await self.core.delete_namespaced_pod(name, namespace)
+            await self.core.delete_namespaced_pod(name, namespace, body=body if uid else None)
         except ApiException as err:
-            if err.status != 404:
+            # 409: the UID precondition failed, so the pod meant is gone.
+            if err.status not in (404, 409):
                 raise
 
     async def patch_job_status(
