@@ -12,11 +12,13 @@ import re
 import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
 
 from cluster.localcluster import TEST_NAME, LocalCluster, build_tools
+from support.events import list_events
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
 
@@ -66,7 +68,11 @@ def installed_crd(local_cluster: LocalCluster) -> LocalCluster:
 
 @pytest.fixture
 def operator(
-    installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
     """The operator as a real process, watching only this test's namespace."""
     proc = OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / "operator.log")
@@ -75,7 +81,27 @@ def operator(
     proc.stop()
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
+        # Events last: CI shows the end of the output, and they tell the story briefly.
         print(f"--- operator log ({namespace}) ---\n{proc.log()}")
+        print(f"--- events ({namespace}) ---")
+        for event in sorted(list_events(api_client, namespace), key=_event_time):
+            regarding = event.get("regarding", {})
+            print(
+                _event_time(event),
+                event.get("type"),
+                event.get("reason"),
+                f"{regarding.get('kind')}/{regarding.get('name')}",
+                event.get("note", ""),
+            )
+
+
+def _event_time(event: dict[str, Any]) -> str:
+    meta = event.get("metadata", {})
+    return str(
+        event.get("eventTime")
+        or event.get("deprecatedLastTimestamp")
+        or meta.get("creationTimestamp", "")
+    )
 
 
 @pytest.hookimpl(wrapper=True)
