@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.localcluster import GPU_RESOURCE, LocalCluster, gpu_node
 from support.waiting import wait_for
@@ -189,16 +190,16 @@ def test_deleting_the_owner_garbage_collects_owned_pods(
 
 def pod_deletes_not_found(cluster: LocalCluster) -> float:
     """The API server's count of pod DELETE requests answered 404."""
-    total = 0.0
-    for line in cluster.kubectl("get", "--raw", "/metrics").stdout.splitlines():
-        if (
-            line.startswith("apiserver_request_total{")
-            and 'code="404"' in line
-            and 'resource="pods"' in line
-            and 'verb="DELETE"' in line
-        ):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    wanted = {"code": "404", "resource": "pods", "verb": "DELETE"}
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(
+            cluster.kubectl("get", "--raw", "/metrics").stdout
+        )
+        if family.name == "apiserver_request"
+        for sample in family.samples
+        if sample.name == "apiserver_request_total" and wanted.items() <= sample.labels.items()
+    )
 
 
 def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
