@@ -74,6 +74,30 @@ k8s_bin="$(build_into k8s "$k8s_version" "$k8s_dir" "-s -w$k8s_ldflags" "selinux
 etcd_bin="$(build_into etcd "$etcd_version" "$k8s_dir" \
   "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" "" ./cmd/etcd)"
 
+# The real node (tests/cluster/realnode.py): kubelet and kube-proxy from the same module
+# graph, CoreDNS with only the plugins a cluster DNS needs, and the pod sandbox's pause
+# process compiled from the Kubernetes module's own source (no registry to pull it from).
+node_bin="$(build_into node "$k8s_version" "$k8s_dir" "-s -w$k8s_ldflags" "selinux,notest" \
+  k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)"
+coredns_dir="$here/go/coredns"
+coredns_version="$(module_version "$coredns_dir" github.com/coredns/coredns)"
+coredns_bin="$(build_into coredns "$coredns_version" "$coredns_dir" "-s -w" "" \
+  multigpu.dev/testcluster/coredns)"
+pause_src="$(cd "$k8s_dir" && go mod download -json "k8s.io/kubernetes@$k8s_version" \
+  | sed -n 's/.*"Dir": *"\(.*\)".*/\1/p')/build/pause/linux/pause.c"
+pause_version="$(sed -n 's/^TAG ?= //p' "$(dirname "$(dirname "$pause_src")")/Makefile")"
+pause_bin="$cache/bin/pause-$pause_version"
+if [ ! -x "$pause_bin/pause" ]; then
+  command -v gcc >/dev/null || fail "gcc is not installed (the pause binary is C)"
+  tmp="$(mktemp -d "$cache/bin/.pause.XXXXXX")"
+  # Upstream's flags (build/pause/Makefile): small, static, warnings are errors.
+  gcc -Os -Wall -Werror -static -DVERSION="v$pause_version" -o "$tmp/pause" "$pause_src" \
+    || { rm -rf "$tmp"; fail "compiling $pause_src"; }
+  strip "$tmp/pause"
+  rm -rf "$pause_bin" && mv "$tmp" "$pause_bin"
+  log "pause $pause_version: built"
+fi
+
 # kwok (the node and pod simulator) and kwokctl (which runs the cluster).
 kwok_dir="$here/go/kwok"
 kwok_version="$(module_version "$kwok_dir" sigs.k8s.io/kwok)"
@@ -95,6 +119,10 @@ prom_bin="$(build_into promtool "$prom_version" "$prom_dir" \
 echo "K8S_BIN=$k8s_bin"
 echo "K8S_VERSION=$k8s_version"
 echo "ETCD_BIN=$etcd_bin"
+echo "NODE_BIN=$node_bin"
+echo "COREDNS_BIN=$coredns_bin"
+echo "PAUSE_BIN=$pause_bin"
+echo "PAUSE_VERSION=$pause_version"
 echo "KWOK_BIN=$kwok_bin"
 echo "HELM_BIN=$helm_bin"
 echo "PROMTOOL_BIN=$prom_bin"

@@ -1,20 +1,23 @@
-"""A local Kubernetes control plane with simulated GPU nodes, for tests and the demo.
+"""A local Kubernetes control plane with simulated GPU nodes and one real node, for tests
+and the demo.
 
 Real kube-apiserver, etcd, kube-scheduler and kube-controller-manager, started
 by kwokctl's binary runtime from binaries that ``build-tools.sh`` built from
-pinned Go modules; kwok simulates the nodes and the pod lifecycle. Everything
-listens on 127.0.0.1 only.
+pinned Go modules; kwok simulates the GPU nodes and their pods' lifecycle, and a real
+kubelet with containerd (realnode.py) runs real pods beside them. The control plane
+listens on 127.0.0.1 only; the real node reaches it through its own network namespace.
 
 Command line::
 
-    python tests/cluster/localcluster.py up [--gpu-nodes 4 --gpus-per-node 8]
-    python tests/cluster/localcluster.py down
+    python tests/cluster/localcluster.py up [--gpu-nodes 4 --gpus-per-node 8] [--no-real-node]
+    python tests/cluster/localcluster.py down [--all]
     python tests/cluster/localcluster.py kubeconfig
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -23,9 +26,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cluster.*` when run as a script
+
+from cluster.realnode_config import KUBERNETES_SERVICE_IP, SERVICE_CIDR, NodeLayout
+
+if TYPE_CHECKING:
+    from cluster.realnode import RealNode
 
 HERE = Path(__file__).resolve().parent
 STAGES_FILE = HERE / "stages.yaml"
@@ -55,6 +65,9 @@ class Tools:
     kwok_bin: Path
     helm_bin: Path
     promtool_bin: Path
+    node_bin: Path  # kubelet, kube-proxy
+    coredns_bin: Path
+    pause_bin: Path
 
     @property
     def kubectl(self) -> Path:
@@ -96,6 +109,9 @@ def build_tools() -> Tools:
         kwok_bin=Path(values["KWOK_BIN"]),
         helm_bin=Path(values["HELM_BIN"]),
         promtool_bin=Path(values["PROMTOOL_BIN"]),
+        node_bin=Path(values["NODE_BIN"]),
+        coredns_bin=Path(values["COREDNS_BIN"]),
+        pause_bin=Path(values["PAUSE_BIN"]),
     )
 
 
@@ -150,7 +166,19 @@ class LocalCluster:
         self.kubectl("apply", "--server-side", "--force-conflicts", source, str(path))
         self.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
 
-    def is_healthy(self) -> bool:
+    @property
+    def node_layout(self) -> NodeLayout:
+        """Addresses and paths of this cluster's real node."""
+        return NodeLayout(self.name, self.workdir.parent / "realnode" / self.name)
+
+    @property
+    def real_node(self) -> RealNode:
+        from cluster.realnode import RealNode
+
+        return RealNode(self)
+
+    def is_api_up(self) -> bool:
+        """Whether the API server answers /readyz (the rest may still be down)."""
         if not self.kubeconfig.exists():
             return False
         probe = subprocess.run(
@@ -167,16 +195,41 @@ class LocalCluster:
             text=True,
             check=False,
         )
-        if probe.returncode != 0 or probe.stdout.strip() != "ok":
-            return False
-        # /readyz covers the API server and etcd only; the rest must be alive too.
-        running = " ".join(self.running_processes())
-        return all(f"/{c} " in running for c in CONTROL_PLANE_COMPONENTS)
+        return probe.returncode == 0 and probe.stdout.strip() == "ok"
 
-    def up(self, gpu_nodes: int = 4, gpus_per_node: int = 8, cpu_nodes: int = 1) -> None:
+    def is_healthy(self) -> bool:
+        if not self.is_api_up():
+            return False
+        # /readyz covers the API server and etcd only; the rest must be alive too, and
+        # started from this version of the configuration.
+        running = " ".join(self.running_processes())
+        return (
+            all(f"/{c} " in running for c in CONTROL_PLANE_COMPONENTS)
+            and self._fingerprint_file.exists()
+            and self._fingerprint_file.read_text() == self._fingerprint()
+        )
+
+    @property
+    def _fingerprint_file(self) -> Path:
+        return self.kubeconfig.parent / "multigpu-operator-config.sha256"
+
+    def _fingerprint(self) -> str:
+        text = json.dumps(self._config_documents(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def up(
+        self,
+        gpu_nodes: int = 4,
+        gpus_per_node: int = 8,
+        cpu_nodes: int = 1,
+        real_node: bool = True,
+    ) -> None:
         """Start the cluster (or reuse a healthy one) and make sure its nodes exist."""
         if not self.is_healthy():
-            # A stale cluster (processes killed, machine rebooted) is removed first.
+            # A stale cluster (processes killed, machine rebooted, an older configuration)
+            # is removed first, real node included.
+            if self.is_api_up():
+                self.real_node.down()
             self.kwokctl("delete", "cluster", check=False)
             with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as cfg:
                 yaml.safe_dump_all(self._config_documents(), cfg)
@@ -190,14 +243,21 @@ class LocalCluster:
                 raise RuntimeError(
                     f"kwokctl create cluster failed:\n{created.stdout}\n{created.stderr}"
                 )
+            self._fingerprint_file.write_text(self._fingerprint())
         self._ensure_nodes(gpu_nodes, gpus_per_node, cpu_nodes)
+        if real_node:
+            from cluster.images import load_built
+
+            self.real_node.up()
+            load_built(self.real_node)
 
     def down(self) -> None:
-        """Stop every process of the cluster and remove its state."""
+        """Stop every process of the cluster and its real node, and remove their state."""
+        self.real_node.down()
         self.kwokctl("delete", "cluster", check=False)
-        leftovers = self.running_processes()
+        leftovers = self.running_processes() + self.real_node.running()
         if leftovers:
-            raise RuntimeError(f"processes still running after delete: {leftovers}")
+            raise RuntimeError(f"still running after delete: {leftovers}")
 
     def running_processes(self) -> list[str]:
         """Command lines of live processes that belong to this cluster."""
@@ -217,6 +277,7 @@ class LocalCluster:
 
     def _config_documents(self) -> list[dict[str, Any]]:
         k8s = self.tools.k8s_bin
+        node = self.node_layout
         options = {
             "runtime": "binary",
             "bindAddress": "127.0.0.1",
@@ -231,6 +292,9 @@ class LocalCluster:
             "nodeLeaseDurationSeconds": 40,
             # Benchmarks measure the operator, not the simulator's rate limits.
             "disableQPSLimits": True,
+            # Pods of the real node reach the API server as the `kubernetes` Service, its
+            # components through the forwarder on the machine's end of the node's veth.
+            "kubeApiserverCertSANs": [KUBERNETES_SERVICE_IP, node.host_ip],
         }
         config: dict[str, Any] = {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -242,6 +306,21 @@ class LocalCluster:
                     "extraArgs": [
                         {"key": "advertise-address", "value": "127.0.0.1"},
                         {"key": "endpoint-reconciler-type", "value": "none"},
+                        {"key": "service-cluster-ip-range", "value": SERVICE_CIDR},
+                        # logs, exec and port-forward reach the real kubelet at its
+                        # InternalIP; no name of the node resolves on this machine.
+                        {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+                    ],
+                },
+                # kwok fakes the status of the nodes it manages: only the simulated ones.
+                {
+                    "name": "kwok-controller",
+                    "extraArgs": [
+                        {"key": "manage-all-nodes", "value": "false"},
+                        {
+                            "key": "manage-nodes-with-annotation-selector",
+                            "value": "kwok.x-k8s.io/node=fake",
+                        },
                     ],
                 },
                 # One instance each: leader election only adds a way to die. Under benchmark
@@ -345,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--gpu-nodes", type=int, default=4)
     up.add_argument("--gpus-per-node", type=int, default=8)
     up.add_argument("--cpu-nodes", type=int, default=1)
+    up.add_argument(
+        "--no-real-node", action="store_true", help="simulated nodes only (no containerd, kubelet)"
+    )
     down = sub.add_parser("down", help="stop the cluster and leave nothing running")
     down.add_argument("--all", action="store_true", help=f"also stop {TEST_NAME}, the tests' one")
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
@@ -355,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(tools, args.name)
     if args.command == "up":
         start = time.monotonic()
-        cluster.up(args.gpu_nodes, args.gpus_per_node, args.cpu_nodes)
+        cluster.up(args.gpu_nodes, args.gpus_per_node, args.cpu_nodes, not args.no_real_node)
         print(f"cluster {cluster.name} ready in {time.monotonic() - start:.1f}s", file=sys.stderr)
         print(cluster.kubeconfig)
     elif args.command == "down":
