@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what
-# they need: Python tools into .venv at the repository root, the Kubernetes control
-# plane and its tools (built from pinned Go modules) into a cache outside the repo
+# they need: Python tools into .venv at the repository root, the Debian packages of the
+# local cluster's real node (root), the Kubernetes control plane and its tools (built from
+# pinned Go modules) and the container images into a cache outside the repo
 # (MGJ_CACHE_DIR, default ~/.cache/multigpu-operator).
 
 SHELL := /bin/bash
@@ -9,27 +10,40 @@ VENV := .venv
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.installed
 CLUSTER := $(BIN)/python tests/cluster/localcluster.py
+CACHE_DIR := $(or $(MGJ_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/multigpu-operator)
+# torch and its nvidia libraries (several GB) are downloaded once, here, for the venv and
+# for the trainer image's build (tests/cluster/images.py installs from this directory).
+WHEELHOUSE := $(CACHE_DIR)/images/wheelhouse
+TORCH := torch>=2.14,<2.15
 
-.PHONY: help demo test venv tools lint typecheck unit integration cluster-up cluster-down clean
+.PHONY: help demo test venv tools images lint typecheck unit integration cluster-up \
+	cluster-down clean
 
 help:
-	@echo "make demo          local GPU cluster + the operator; every example job reaches Running"
+	@echo "make demo          local cluster + the operator in it; a DDP job trains on real pods"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
+	@echo "make images        build the trainer and operator images (buildah, no registry)"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
 
 # images/trainer is the training package that tests/training runs; torch from PyPI is
-# the CUDA build, a few GB.
+# the CUDA build, a few GB. pip takes the same version from the wheelhouse when it is
+# there (files it finds are preferred to the index's copy of the same release).
 $(VENV_STAMP): pyproject.toml images/trainer/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/pip install --quiet -e images/trainer
+	$(BIN)/pip download --quiet --only-binary=:all: --dest $(WHEELHOUSE) '$(TORCH)'
+	$(BIN)/pip install --quiet --find-links $(WHEELHOUSE) -e '.[dev]'
+	$(BIN)/pip install --quiet --find-links $(WHEELHOUSE) -e images/trainer
 	touch $@
 
 venv: $(VENV_STAMP)
 
 tools:
+	bash tests/cluster/host-packages.sh
 	bash tests/cluster/build-tools.sh >/dev/null
+
+images: venv tools
+	$(BIN)/python tests/cluster/images.py build
 
 lint: venv
 	$(BIN)/ruff check .
@@ -43,19 +57,19 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv tools
+integration: venv tools images
 	$(BIN)/pytest tests/integration
 
-test: venv tools lint typecheck
+test: venv tools images lint typecheck
 	$(BIN)/pytest tests
 
-cluster-up: venv tools
+cluster-up: venv tools images
 	$(CLUSTER) up
 
 cluster-down: venv tools
 	$(CLUSTER) down --all
 
-demo: venv tools
+demo: venv tools images
 	$(BIN)/python tests/cluster/demo.py
 
 clean:
