@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any, cast
+
 import kopf
 
 from multigpu_operator import handlers
@@ -18,6 +21,10 @@ def main() -> None:
         clusterwide=settings.namespace is None,
         liveness_endpoint=f"http://0.0.0.0:{settings.liveness_port}/healthz",
         registry=handlers.registry,
+        # kopf otherwise names itself after the OS user, and a container's numeric user
+        # (65532, or any uid OpenShift assigns) has no passwd entry: getpass fails and the
+        # operator never starts. (kopf types it as a NewType of str it does not export.)
+        identity=cast(Any, socket.gethostname()),
     )
 
 
