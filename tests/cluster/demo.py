@@ -1,104 +1,106 @@
-"""`make demo`: the operator reconciling every example on the local GPU cluster.
+"""`make demo`: the operator running in the local cluster, a DDP job training on real pods.
 
-Starts (or reuses) the local control plane with simulated GPU nodes, installs the Helm
-chart (CRD, RBAC, ServiceAccount, metrics Service; kwok cannot run containers, so the
-chart's Deployment is scaled to 0), runs the operator as a local process with the chart
-ServiceAccount's token (so the chart's permissions are what it uses) watching the `demo`
-namespace, applies every job in examples/, waits until each reports Running, and shows
-the jobs, their pods and where they were scheduled. The operator is stopped at the end; the jobs
-stay (`make cluster-down` removes everything). Last, one example trains for real on
-this machine's CPU with `mgj run --local` (docs/local-run.md).
+Starts (or reuses) the local cluster: simulated GPU nodes (kwok) and one real node
+(containerd, kubelet) that holds the images `make images` built. Installs the Helm chart,
+so the operator runs as a pod on the real node and stays running; applies the CPU
+DistributedDataParallel example there, where two real pods train it, and every other
+example, whose pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs
+and final accuracy, and how to reach everything afterwards. `make cluster-down` removes it
+all.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster.localcluster import LocalCluster, build_tools
-from support.operator_process import OperatorProcess
-from support.service_account import service_account_kubeconfig
+from support.real_pods import install_operator, on_real_node, pod_log
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "demo"
-CHART = REPO / "charts/multigpu-operator"
 CHART_NAMESPACE = "multigpu-system"
 RELEASE = "demo"  # the chart names its objects demo-multigpu-operator
+REAL_EXAMPLE = REPO / "examples/cpu-ddp.yaml"
+TRAIN_TIMEOUT = 600
 
 
 def main() -> int:
     cluster = LocalCluster(build_tools())
     cluster.up()
-    kubeconfig = install_chart(cluster)
-    # A fresh namespace each run, so the demo always starts from nothing.
-    cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true")
-    cluster.kubectl("create", "namespace", NAMESPACE)
-
-    log_path = cluster.workdir / "demo-operator.log"
-    log_path.unlink(missing_ok=True)
-    operator = OperatorProcess(kubeconfig, NAMESPACE, log_path)
-    operator.start()
-    print(f"operator running as the chart's ServiceAccount (log: {log_path})")
-    try:
-        applied = cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(REPO / "examples"))
-        print(applied.stdout, end="")
-        deadline = time.monotonic() + 60
-        while True:
-            jobs = json.loads(cluster.kubectl("get", "mgj", "-n", NAMESPACE, "-o", "json").stdout)
-            phases = {
-                j["metadata"]["name"]: j.get("status", {}).get("phase") for j in jobs["items"]
-            }
-            if phases and all(p == "Running" for p in phases.values()):
-                break
-            if time.monotonic() > deadline:
-                print(f"jobs not all Running after 60s: {phases}", file=sys.stderr)
-                print(operator.log(), file=sys.stderr)
-                return 1
-            time.sleep(0.5)
-        print()
-        print(cluster.kubectl("get", "mgj", "-n", NAMESPACE).stdout)
-        print(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout)
-        print("metrics (excerpt):")
-        for line in operator.metrics().splitlines():
-            if line.startswith(("mgj_jobs{", "mgj_pods_created_total")):
-                print(f"  {line}")
-    finally:
-        operator.stop()
-    print(f"\nAll {len(phases)} example jobs are Running. KUBECONFIG={cluster.kubeconfig}")
-    print("Stop the cluster with: make cluster-down")
-    return train_locally(REPO / "examples/cpu-ddp.yaml")
-
-
-def install_chart(cluster: LocalCluster) -> Path:
-    """helm upgrade --install the chart; returns a kubeconfig with its ServiceAccount's token."""
-    helm = [str(cluster.tools.helm), "--kubeconfig", str(cluster.kubeconfig)]
-    subprocess.run(
-        [*helm, "upgrade", "--install", RELEASE, str(CHART), "-n", CHART_NAMESPACE,
-         "--create-namespace", "--set", "replicaCount=0", "--set", "tests.enabled=false",
-         "--wait"],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    kubectl = cluster.kubectl
+    install_operator(cluster, RELEASE, CHART_NAMESPACE)
     # Helm installs crds/ only when missing; apply the current CRD as after a chart upgrade.
-    cluster.install_crds(CHART / "crds")
-    print(f"chart installed: helm -n {CHART_NAMESPACE} status {RELEASE}")
-    account = f"{RELEASE}-multigpu-operator"
-    path = cluster.workdir / "demo-operator.kubeconfig"
-    return service_account_kubeconfig(cluster, CHART_NAMESPACE, account, path)
+    cluster.install_crds(REPO / "charts/multigpu-operator/crds")
+    operator = f"{RELEASE}-multigpu-operator"
+    print(f"operator running in the cluster: deployment/{operator} in {CHART_NAMESPACE}")
+    # A fresh namespace each run, so the demo always starts from nothing.
+    kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true")
+    kubectl("create", "namespace", NAMESPACE)
+
+    real = on_real_node(yaml.safe_load(REAL_EXAMPLE.read_text()))
+    kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=json.dumps(real))
+    simulated = [p for p in sorted((REPO / "examples").glob("*.yaml")) if p != REAL_EXAMPLE]
+    for path in simulated:
+        print(kubectl("apply", "-n", NAMESPACE, "-f", str(path)).stdout, end="")
+    name = real["metadata"]["name"]
+    print(f"{name}: training on the real node (2 pods, CPU, gloo)")
+
+    others = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in simulated]
+    if not wait(cluster, lambda phases: all(phases.get(n) == "Running" for n in others), 120):
+        return fail(cluster, operator, "the simulated examples did not all reach Running")
+    print(kubectl("get", "mgj", "-n", NAMESPACE).stdout)
+    done = wait(cluster, lambda phases: phases.get(name) in ("Succeeded", "Failed"), TRAIN_TIMEOUT)
+    phase = phases_of(cluster).get(name)
+    for index in range(real["spec"]["replicas"]):
+        pod = f"{name}-{index}"
+        print(f"--- kubectl logs -n {NAMESPACE} {pod} (last lines) ---")
+        print("\n".join(pod_log(cluster, NAMESPACE, pod).splitlines()[-6:]))
+    if not done or phase != "Succeeded":
+        return fail(cluster, operator, f"{name} ended {phase or 'unfinished'}")
+    accuracy = re.findall(
+        r"final test_accuracy=([0-9.]+)", pod_log(cluster, NAMESPACE, f"{name}-0")
+    )
+    print(
+        f"\n{name} Succeeded on real pods: final test accuracy {accuracy[-1] if accuracy else '?'}"
+    )
+    print(kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout)
+    print(f"""Left running (until `make cluster-down`):
+  export KUBECONFIG={cluster.kubeconfig}
+  kubectl get mgj -A -w                                  # every job, as it changes
+  kubectl -n {CHART_NAMESPACE} logs deploy/{operator}    # the operator
+  kubectl -n {NAMESPACE} logs {name}-0                    # a trainer's log
+  {cluster.tools.helm} -n {CHART_NAMESPACE} status {RELEASE}""")
+    return 0
 
 
-def train_locally(example: Path) -> int:
-    """The example's pods as real training processes here, through the same planner."""
-    print(f"\nTraining {example.relative_to(REPO)} for real on this CPU: mgj run --local")
-    started = time.monotonic()
-    command = [sys.executable, "-m", "multigpu_operator.cli", "run", str(example), "--local"]
-    code = subprocess.run(command, cwd=REPO, check=False).returncode
-    print(f"mgj run --local exited {code} after {time.monotonic() - started:.0f}s")
-    return code
+def phases_of(cluster: LocalCluster) -> dict[str, str | None]:
+    jobs = json.loads(cluster.kubectl("get", "mgj", "-n", NAMESPACE, "-o", "json").stdout)
+    return {j["metadata"]["name"]: (j.get("status") or {}).get("phase") for j in jobs["items"]}
+
+
+def wait(cluster: LocalCluster, done: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done(phases_of(cluster)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
+def fail(cluster: LocalCluster, operator: str, why: str) -> int:
+    print(f"demo failed: {why}: {phases_of(cluster)}", file=sys.stderr)
+    log = cluster.kubectl("logs", "-n", CHART_NAMESPACE, f"deploy/{operator}", check=False)
+    print(log.stdout[-5000:], file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
