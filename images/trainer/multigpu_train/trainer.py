@@ -58,6 +58,8 @@ class EpochResult:
 
 
 class Trainer:
+    """Trains ``model`` through ``step`` from the latest checkpoint to ``--epochs``."""
+
     def __init__(
         self,
         run: Run,
