@@ -72,6 +72,7 @@ class ScheduleStep:
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float = 1.0, sync: bool = True
     ) -> float | None:
+        # ``sync`` has nothing to do here: every stage has one copy, no replicas to reduce.
         if loss_scale != 1.0:
             # scale_grads also divides gradients left from an earlier batch.
             raise ValueError("gradient accumulation is not supported across pipeline ranks")
