@@ -266,8 +266,8 @@ class Trainer:
     def _loaders(self, data: Data) -> tuple[Loader, DistributedSampler[int], Loader]:
         """This rank's training batches, their sampler, and its test batches.
 
-        Ranks that hold the whole model share the data out (DDP; one rank reads it
-        all). The stages of a pipeline across ranks all read every batch in the same
+        Ranks that hold the whole model share the data out (DDP; a process alone
+        reads all of it). The stages of a pipeline across ranks all read every batch in the same
         order, and whole batches only: the schedule fixes micro-batch shapes at its
         first step.
         """
