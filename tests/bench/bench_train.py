@@ -7,7 +7,7 @@ Not a test: it prints figures, never asserts on them.
 
 Every configuration trains the same model on the same synthetic batches, already on
 the device (so data loading is not measured), through the training package's own loop
-(multigpu_train.loop.train_epoch). Printed: samples/s of a plain loop in one process,
+(multigpu_train.trainer.Trainer.run_epoch). Printed: samples/s of a plain loop in one process,
 of DDP with --world-size processes (one per GPU, or CPU processes), their ratio, and
 the ratio per process (scaling efficiency). With 2 or more GPUs, also nn.DataParallel
 over all of them against DDP. On one device DDP x1 shows DDP's overhead only.
@@ -27,10 +27,14 @@ from multiprocessing.queues import SimpleQueue
 import torch
 from torch import nn
 
-from multigpu_train import ddp, distributed, loop, models
+from multigpu_train import ddp, distributed, models
 from multigpu_train.config import TrainConfig
 from multigpu_train.metrics import TrainerMetrics
+from multigpu_train.steps import ForwardBackward
+from multigpu_train.trainer import Batch, Run, Trainer
 from multigpu_train.world import World
+
+ONE_PROCESS = World(0, 1, 0, None, None, "bench", "", 0, False)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def parse() -> Setup:
     return Setup(cfg, args.steps, args.warmup, threads, world_size)
 
 
-def batches(setup: Setup, device: torch.device, batch: int) -> list[loop.Batch]:
+def batches(setup: Setup, device: torch.device, batch: int) -> list[Batch]:
     gen = torch.Generator().manual_seed(0)
     shape = (batch, *setup.cfg.synthetic_shape)
     x = torch.randn(shape, generator=gen).to(device)
@@ -77,16 +81,21 @@ def batches(setup: Setup, device: torch.device, batch: int) -> list[loop.Batch]:
 
 
 def timed(
-    setup: Setup, model: nn.Module, device: torch.device, data: list[loop.Batch], rank: int = 0
+    setup: Setup,
+    model: nn.Module,
+    device: torch.device,
+    data: list[Batch],
+    world: World = ONE_PROCESS,
 ) -> float:
     """Samples/s of ``setup.steps`` steps after ``setup.warmup`` unmeasured ones."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    metrics = TrainerMetrics("bench", rank)
-    loop.train_epoch(model, data[: setup.warmup], optimizer, device, metrics)
+    run = Run(setup.cfg, world, device, TrainerMetrics("bench", world.rank))
+    trainer = Trainer(run, model, ForwardBackward(model), optimizer)
+    trainer.run_epoch(data[: setup.warmup])
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
     started = time.perf_counter()
-    result = loop.train_epoch(model, data[setup.warmup :], optimizer, device, metrics)
+    result = trainer.run_epoch(data[setup.warmup :])
     return result.samples / (time.perf_counter() - started)
 
 
@@ -107,7 +116,7 @@ def ddp_worker(rank: int, setup: Setup, port: int, results: SimpleQueue[float]) 
     backend = "nccl" if device.type == "cuda" else "gloo"
     distributed.init_process_group(world, backend, device, 300)
     wrapped = ddp.wrap(build(setup, device), device, setup.cfg)
-    rate = timed(setup, wrapped, device, batches(setup, device, setup.cfg.batch_size), rank)
+    rate = timed(setup, wrapped, device, batches(setup, device, setup.cfg.batch_size), world)
     results.put(rate)
     distributed.destroy_process_group()
 

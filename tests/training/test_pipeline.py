@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from multigpu_train.local_pipeline import LocalPipeline
-from multigpu_train.split import split
 from training import procs
 from training.workers.batch import digits_batch, model, reference_grads
 
@@ -59,7 +58,7 @@ def test_in_process_split_matches_the_unsplit_model(
     x, y = digits_batch(BATCH)
     expected_loss, expected = reference_grads(model(kind), x, y)
     whole = model(kind)
-    pipeline = LocalPipeline(split(whole, stages), [torch.device("cpu")] * stages, micro_batches)
+    pipeline = LocalPipeline(whole, [torch.device("cpu")] * stages, micro_batches)
     loss, _ = reference_grads(pipeline, x, y)
     assert loss == pytest.approx(expected_loss, rel=1e-5)
     # The pipeline's parameters are the whole model's; compare under the whole names.

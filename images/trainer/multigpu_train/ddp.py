@@ -13,11 +13,12 @@ from collections.abc import Sequence
 import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DistributedSampler, Subset
 
-from multigpu_train import distributed, fit, models
+from multigpu_train import distributed, models
 from multigpu_train.config import TrainConfig
 from multigpu_train.startup import start
+from multigpu_train.steps import ForwardBackward
+from multigpu_train.trainer import Run, Trainer
 
 
 def wrap(model: torch.nn.Module, device: torch.device, cfg: TrainConfig) -> DistributedDataParallel:
@@ -37,26 +38,9 @@ def train(argv: Sequence[str] | None = None) -> float:
     distributed.init_process_group(world, s.backend, s.device, cfg.init_timeout)
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes).to(s.device)
-        ddp_model = wrap(model, s.device, cfg)
-        optimizer = torch.optim.Adam(ddp_model.parameters(), lr=cfg.lr)
-        run = fit.Run(cfg, world, s.device, s.metrics)
-        sampler: DistributedSampler[int] = DistributedSampler(
-            s.data.train, num_replicas=world.world_size, rank=world.rank, shuffle=True
-        )
-        # Every rank scores a disjoint share of the test split; the counts are summed.
-        test_share = Subset(s.data.test, range(world.rank, len(s.data.test), world.world_size))  # type: ignore[arg-type]
-        return fit.fit(
-            run,
-            ddp_model,
-            model,
-            optimizer,
-            fit.loader(run, s.data.train, sampler),
-            sampler,
-            fit.loader(run, test_share, None),
-            no_sync=ddp_model.no_sync if cfg.grad_accum_steps > 1 else None,
-            # The inner module: a DDP forward could start collectives while scoring.
-            eval_model=model,
-        )
+        # Scored through the inner module: a DDP forward could start collectives.
+        step = ForwardBackward(wrap(model, s.device, cfg), evaluate=model)
+        return Trainer(Run(cfg, world, s.device, s.metrics), model, step).train(s.data)
     finally:
         distributed.destroy_process_group()
 

@@ -9,13 +9,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-import torch
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from multigpu_train import devices, fit, models
+from multigpu_train import devices, models
 from multigpu_train.errors import SetupError
 from multigpu_train.startup import start
+from multigpu_train.steps import ForwardBackward
+from multigpu_train.trainer import Run, Trainer
 
 
 def train(argv: Sequence[str] | None = None) -> float:
@@ -30,18 +31,8 @@ def train(argv: Sequence[str] | None = None) -> float:
     model = models.build(cfg, s.data.sample_shape, s.data.classes).to(visible[0])
     # On the CPU DataParallel just calls the module; on GPUs it scatters each batch.
     device_ids = [d.index for d in visible] if visible[0].type == "cuda" else None
-    parallel = nn.DataParallel(model, device_ids=device_ids)
-    optimizer = torch.optim.Adam(parallel.parameters(), lr=cfg.lr)
-    run = fit.Run(cfg, s.world, visible[0], s.metrics)
-    return fit.fit(
-        run,
-        parallel,
-        model,
-        optimizer,
-        fit.loader(run, s.data.train, None),
-        None,
-        fit.loader(run, s.data.test, None),
-    )
+    step = ForwardBackward(nn.DataParallel(model, device_ids=device_ids))
+    return Trainer(Run(cfg, s.world, visible[0], s.metrics), model, step).train(s.data)
 
 
 @record

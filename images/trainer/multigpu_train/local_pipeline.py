@@ -13,16 +13,23 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from multigpu_train.split import split
+
 
 class LocalPipeline(nn.Module):
+    """``model`` cut into one stage per entry of ``devices``, each stage moved there.
+
+    A wrapper like nn.DataParallel: the stages are the model's own layers, so training
+    through the pipeline trains ``model``, whose state_dict stays the checkpoint's.
+    """
+
     def __init__(
-        self, stages: list[nn.Sequential], devices: list[torch.device], micro_batches: int
+        self, model: nn.Sequential, devices: list[torch.device], micro_batches: int
     ) -> None:
         super().__init__()
-        if len(stages) != len(devices):
-            raise ValueError("one device per stage")
         self.stages = nn.ModuleList(
-            stage.to(device) for stage, device in zip(stages, devices, strict=True)
+            stage.to(device)
+            for stage, device in zip(split(model, len(devices)), devices, strict=True)
         )
         self.devices = devices
         self.micro_batches = micro_batches

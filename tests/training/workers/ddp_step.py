@@ -14,9 +14,11 @@ from pathlib import Path
 
 import torch
 
-from multigpu_train import ddp, distributed, loop
+from multigpu_train import ddp, distributed
 from multigpu_train.config import TrainConfig
 from multigpu_train.metrics import TrainerMetrics
+from multigpu_train.steps import ForwardBackward
+from multigpu_train.trainer import Run, Trainer
 from multigpu_train.world import World, read_world
 from training.workers.batch import digits_batch, model
 
@@ -24,7 +26,11 @@ from training.workers.batch import digits_batch, model
 def one_case(world: World, out: Path, micro: int, case: str) -> None:
     name, accum_text, bucket_mb, as_view = case.split(":")
     accum = int(accum_text)
-    cfg = TrainConfig(bucket_cap_mb=float(bucket_mb), gradient_as_bucket_view=as_view == "1")
+    cfg = TrainConfig(
+        bucket_cap_mb=float(bucket_mb),
+        gradient_as_bucket_view=as_view == "1",
+        grad_accum_steps=accum,
+    )
     cpu = torch.device("cpu")
     net = model()
     before = {n: p.detach().clone() for n, p in net.named_parameters()}
@@ -33,15 +39,9 @@ def one_case(world: World, out: Path, micro: int, case: str) -> None:
     x, y = digits_batch(world.world_size * accum * micro)
     share = slice(world.rank * accum * micro, (world.rank + 1) * accum * micro)
     batches = list(zip(x[share].chunk(accum), y[share].chunk(accum), strict=True))
-    loop.train_epoch(
-        wrapped,
-        batches,
-        torch.optim.SGD(wrapped.parameters(), lr=1.0),
-        cpu,
-        TrainerMetrics("test", world.rank),
-        accum_steps=accum,
-        no_sync=wrapped.no_sync if accum > 1 else None,
-    )
+    run = Run(cfg, world, cpu, TrainerMetrics("test", world.rank))
+    optimizer = torch.optim.SGD(net.parameters(), lr=1.0)
+    Trainer(run, net, ForwardBackward(wrapped), optimizer).run_epoch(batches)
     grads = {n: before[n] - p.detach() for n, p in net.named_parameters()}
     torch.save(grads, out / f"{name}-rank{world.rank}.pt")
 

@@ -19,12 +19,13 @@ from training.workers.batch import digits_batch, model
 def one_case(world: World, out: Path, size: int, case: str) -> None:
     name, schedule, micro, kind = case.split(":")
     cpu = torch.device("cpu")
-    stage = dist_pipeline.make_stage(
-        model(kind), world.rank, world.world_size, cpu, int(micro), schedule
+    stage = dist_pipeline.own_stage(model(kind), world.rank, world.world_size, cpu)
+    step = dist_pipeline.ScheduleStep(
+        stage, world.rank, world.world_size, cpu, int(micro), schedule
     )
     x, y = digits_batch(size)
-    loss = dist_pipeline.step(stage, x, y)
-    grads = {n: p.grad.clone() for n, p in stage.module.named_parameters() if p.grad is not None}
+    loss = step.forward_backward(x, y)
+    grads = {n: p.grad.clone() for n, p in stage.named_parameters() if p.grad is not None}
     torch.save({"loss": loss, "grads": grads}, out / f"{name}-rank{world.rank}.pt")
 
 

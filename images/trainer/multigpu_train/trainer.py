@@ -1,0 +1,321 @@
+"""The one training loop, which every entrypoint runs: DataParallel, DDP and both pipelines.
+
+Shaped like pytorch/examples' multigpu_torchrun.py and torchtitan's train.py: a Trainer
+that runs a batch, an epoch, the whole training, and turns its progress into a
+checkpoint and back (state_dict / load_state_dict). What differs between the modes is
+the step (steps.py): how one batch becomes gradients and predictions.
+
+The Trainer's ``model`` is the part of the model this process trains, unwrapped: the
+whole model, or in a pipeline across ranks this rank's stage. Its parameters carry the
+whole model's names either way (split.py), so a checkpoint of any mode loads into any
+other.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sized
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
+
+from multigpu_train import checkpoint
+from multigpu_train.config import TrainConfig
+from multigpu_train.data import Data
+from multigpu_train.metrics import TrainerMetrics
+from multigpu_train.steps import RankStage, Step
+from multigpu_train.world import World
+
+log = logging.getLogger(__name__)
+
+Batch = tuple[torch.Tensor, ...]
+Loader = DataLoader[Batch]
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a Trainer needs to know of its process; ``device`` receives the batches."""
+
+    cfg: TrainConfig
+    world: World
+    device: torch.device
+    metrics: TrainerMetrics
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    mean_loss: float
+    samples: int
+    seconds: float
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+
+class Trainer:
+    """Trains ``model`` through ``step`` from the latest checkpoint to ``--epochs``."""
+
+    def __init__(
+        self,
+        run: Run,
+        model: nn.Module,
+        step: Step,
+        optimizer: torch.optim.Optimizer | None = None,
+    ) -> None:
+        """``optimizer`` defaults to Adam at ``--lr``, what every entrypoint trains with."""
+        self.run = run
+        self.model = model
+        self.step = step
+        self.optimizer = (
+            optimizer
+            if optimizer is not None
+            else torch.optim.Adam(model.parameters(), lr=run.cfg.lr)
+        )
+        # Where training stands: the next epoch to run, and the seed of the shuffles.
+        self.epoch = 0
+        self.seed = run.cfg.seed
+
+    # -- checkpoints ---------------------------------------------------------------
+
+    def state_dict(self) -> checkpoint.State | None:
+        """The checkpoint as rank 0 writes it (checkpoint.py); None on other ranks.
+
+        In a pipeline across ranks every rank must call it: rank 0 gathers the stages'
+        weights into the whole model's state_dict and their optimizer states into a
+        list, one per stage.
+        """
+        world = self.run.world
+        model: checkpoint.State
+        optimizer: checkpoint.State | list[checkpoint.State]
+        if self.step.rank_stage is None:
+            if world.rank != 0:
+                return None
+            model, optimizer = self.model.state_dict(), self.optimizer.state_dict()
+        else:
+            stages = self._gather_stages()
+            if stages is None:
+                return None
+            model = {name: value for stage in stages for name, value in stage["model"].items()}
+            optimizer = [stage["optimizer"] for stage in stages]
+        return checkpoint.make_state(
+            epoch=self.epoch,
+            model=model,
+            optimizer=optimizer,
+            seed=self.seed,
+            world_size=world.world_size,
+        )
+
+    def _gather_stages(self) -> list[checkpoint.State] | None:
+        """Every stage's weights and optimizer state, on rank 0 only."""
+        mine = {
+            "model": {name: value.cpu() for name, value in self.model.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+        }
+        world = self.run.world
+        gathered: list[checkpoint.State] | None = (
+            [{} for _ in range(world.world_size)] if world.rank == 0 else None
+        )
+        dist.gather_object(mine, gathered, dst=0)
+        return gathered
+
+    def load_state_dict(self, state: checkpoint.State) -> None:
+        """Continue where ``state`` stopped: weights, optimizer, epoch and shuffle seed."""
+        rank_stage = self.step.rank_stage
+        weights = state["model"]
+        if rank_stage is not None:
+            weights = {name: weights[name] for name in self.model.state_dict()}
+        self.model.load_state_dict(weights)
+        optimizer = _optimizer_share(state["optimizer"], rank_stage)
+        if optimizer is not None:
+            self.optimizer.load_state_dict(optimizer)
+        else:
+            # Written by another layout (another stage count, or a whole-model mode):
+            # the weights still fit, the optimizer's moments do not.
+            log.warning(
+                "checkpoint optimizer state does not match %s; starting it afresh",
+                f"{rank_stage.count} stages" if rank_stage else "a whole model",
+            )
+        self.epoch = int(state["epoch"])
+        self.seed = int(state["sampler"]["seed"])
+
+    def resume(self) -> None:
+        """Load the latest checkpoint, when there is one: rank 0 reads it for everyone."""
+        cfg, world = self.run.cfg, self.run.world
+        state = checkpoint.load_broadcast(cfg.checkpoint_dir, world.rank, self.run.device)
+        if state is None:
+            return
+        self.load_state_dict(state)
+        self.run.metrics.checkpointed(float(state["saved_at"]))
+        log.info(
+            "resumed from epoch %d (checkpoint of world size %d, now %d)",
+            self.epoch,
+            state["world_size"],
+            world.world_size,
+        )
+
+    def save_checkpoint(self) -> None:
+        directory = self.run.cfg.checkpoint_dir
+        if directory is None:
+            return
+        state = self.state_dict()
+        if state is None:
+            return
+        saved_at = checkpoint.save_on_rank0(self.run.world.rank, directory, state)
+        if saved_at is not None:
+            self.run.metrics.checkpointed(saved_at)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def run_batch(
+        self, x: torch.Tensor, y: torch.Tensor, *, optimizer_step: bool = True
+    ) -> float | None:
+        """Forward and backward of one batch, then an optimizer step unless this batch's
+        gradients are to be accumulated with the next ones. The loss, where seen."""
+        loss = self.step.forward_backward(
+            x, y, loss_scale=1 / self.run.cfg.grad_accum_steps, sync=optimizer_step
+        )
+        if optimizer_step:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def run_epoch(self, batches: Iterable[Batch]) -> EpochResult:
+        """One pass over ``batches`` (at most ``--steps-per-epoch``); an optimizer step
+        every ``--grad-accum-steps`` batches, and after the last one."""
+        cfg, device, metrics = self.run.cfg, self.run.device, self.run.metrics
+        limit = cfg.steps_per_epoch
+        total = len(batches) if isinstance(batches, Sized) else 0
+        if limit:
+            total = min(total, limit) if total else limit
+        self.model.train()
+        losses: list[float] = []
+        samples = index = 0
+        started = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        it = iter(batches)
+        while not limit or index < limit:
+            t0 = time.perf_counter()
+            try:
+                x, y = next(it)
+            except StopIteration:
+                break
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            t1 = time.perf_counter()
+            last_of_group = (index + 1) % cfg.grad_accum_steps == 0 or index + 1 == total
+            loss = self.run_batch(x, y, optimizer_step=last_of_group)
+            t2 = time.perf_counter()
+            metrics.observe_step(len(y), t1 - t0, t2 - t1, loss)
+            if loss is not None:
+                losses.append(loss)
+            samples += len(y)
+            index += 1
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        mean = sum(losses) / len(losses) if losses else float("nan")
+        return EpochResult(mean, samples, time.perf_counter() - started)
+
+    @torch.no_grad()
+    def evaluate(self, batches: Iterable[Batch]) -> float:
+        """Accuracy on the test batches of every rank together; logged and exported."""
+        device, world = self.run.device, self.run.world
+        self.model.eval()
+        correct = total = 0
+        for x, y in batches:
+            logits = self.step.predict(x.to(device), y.to(device))
+            if logits is not None:
+                correct += int((logits.argmax(dim=1).cpu() == y).sum())
+                total += len(y)
+        accuracy = _global_accuracy(correct, total, device)
+        self.run.metrics.test_accuracy.set(accuracy)
+        log.info("final test_accuracy=%.4f world_size=%d", accuracy, world.world_size)
+        return accuracy
+
+    def train(self, data: Data) -> float:
+        """Train from the checkpoint's epoch (or the first) to ``--epochs``; the test accuracy."""
+        cfg, world, metrics = self.run.cfg, self.run.world, self.run.metrics
+        self.resume()
+        train_batches, sampler, test_batches = self._loaders(data)
+        for epoch in range(self.epoch, cfg.epochs):
+            metrics.epoch.set(epoch)
+            # Without it every epoch would shuffle the same way.
+            sampler.set_epoch(epoch)
+            result = self.run_epoch(train_batches)
+            self.epoch = epoch + 1
+            if self._sees_loss:
+                log.info(
+                    "epoch %d/%d done: loss=%.4f samples/s=%.1f world_size=%d",
+                    self.epoch,
+                    cfg.epochs,
+                    result.mean_loss,
+                    result.samples_per_second,
+                    world.world_size,
+                )
+            self.save_checkpoint()
+        return self.evaluate(test_batches)
+
+    @property
+    def _sees_loss(self) -> bool:
+        rank_stage = self.step.rank_stage
+        return rank_stage is None or rank_stage.is_last
+
+    def _loaders(self, data: Data) -> tuple[Loader, DistributedSampler[int], Loader]:
+        """This rank's training batches, their sampler, and its test batches.
+
+        Ranks that hold the whole model share the data out (DDP; a process alone
+        reads all of it). The stages of a pipeline across ranks all read every batch in the same
+        order, and whole batches only: the schedule fixes micro-batch shapes at its
+        first step.
+        """
+        world = self.run.world
+        split_model = self.step.rank_stage is not None
+        readers, reader = (1, 0) if split_model else (world.world_size, world.rank)
+        # Shuffled by (seed, epoch) alone: the same order on every stage and after a resume.
+        sampler: DistributedSampler[int] = DistributedSampler(
+            data.train, num_replicas=readers, rank=reader, shuffle=True, seed=self.seed
+        )
+        # Every reader scores a disjoint share of the test split; the counts are summed.
+        test_share = Subset(data.test, range(reader, len(data.test), readers))  # type: ignore[arg-type]
+        return (
+            self._loader(data.train, sampler, drop_last=split_model),
+            sampler,
+            self._loader(test_share, None, drop_last=split_model),
+        )
+
+    def _loader(
+        self, dataset: Dataset[Batch], sampler: DistributedSampler[int] | None, *, drop_last: bool
+    ) -> Loader:
+        cfg = self.run.cfg
+        return DataLoader(
+            dataset,
+            batch_size=cfg.batch_size,
+            sampler=sampler,
+            drop_last=drop_last,
+            num_workers=cfg.data_workers,
+            pin_memory=self.run.device.type == "cuda",
+            # Workers start once, not every epoch.
+            persistent_workers=cfg.data_workers > 0,
+        )
+
+
+def _optimizer_share(
+    saved: checkpoint.State | list[checkpoint.State], rank_stage: RankStage | None
+) -> checkpoint.State | None:
+    """This process's optimizer state from a checkpoint, if written for this layout."""
+    if rank_stage is None:
+        return saved if isinstance(saved, dict) else None
+    if isinstance(saved, list) and len(saved) == rank_stage.count:
+        return saved[rank_stage.index]
+    return None
+
+
+def _global_accuracy(correct: int, total: int, device: torch.device) -> float:
+    """Accuracy over every rank's counts (an all-reduce when distributed)."""
+    counts = torch.tensor([correct, total], dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(counts)
+    return float(counts[0] / counts[1]) if counts[1] > 0 else float("nan")
