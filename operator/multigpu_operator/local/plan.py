@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from multigpu_operator.api.spec import TRAINER_CONTAINER, Job, Mode
+from multigpu_operator.api.spec import Job, Mode
+from multigpu_operator.api.template import TRAINER_CONTAINER
 from multigpu_operator.local.kubelet import LOCALHOST, LocalPlanError, expand, resolve_env
 from multigpu_operator.plan import DesiredState
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.spec import TRAINER_CONTAINER, Job, JobSpec
+from multigpu_operator.api.spec import Job, JobSpec
+from multigpu_operator.api.template import TRAINER_CONTAINER
 from multigpu_operator.plan.env import EnvVar
 from multigpu_operator.plan.errors import PlanError
 from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
