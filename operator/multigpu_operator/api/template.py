@@ -9,7 +9,7 @@ validates the pods in full when the operator creates them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, PlainValidator
@@ -66,3 +66,8 @@ def _as_written(value: Any) -> Mapping[str, Any]:
 Template = Annotated[
     Mapping[str, Any], PlainValidator(_as_written, json_schema_input_type=PodTemplate)
 ]
+
+
+def trainer_index(containers: Sequence[Mapping[str, Any]]) -> int:
+    """Which of a pod's containers trains: the one named "trainer", else the first."""
+    return next((i for i, c in enumerate(containers) if c.get("name") == TRAINER_CONTAINER), 0)
