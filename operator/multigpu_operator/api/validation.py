@@ -65,8 +65,8 @@ def validate(spec: Mapping[str, Any], name: str | None = None) -> list[str]:
     if not errors:
         errors += [e.message for e in checks.spec_rules.iter_errors(job["spec"])]
     if name is not None:
-        # Only the rules on the root object: the spec's were checked above.
-        errors += [e.message for e in checks.root_rules.iter_errors({"metadata": {"name": name}})]
+        obj = {"metadata": {"name": name}, **job}
+        errors += [e.message for e in checks.root_rules.iter_errors(obj)]
     return errors
 
 
@@ -187,6 +187,7 @@ class _Checks:
         self.defaults: Validator = _Defaulter(root)
         self.schema: Validator = _SchemaChecker(root)
         self.spec_rules: Validator = _RuleChecker(spec)
+        # The root object's own rules, not again those of its spec.
         self.root_rules: Validator = _RuleChecker(
             {k: v for k, v in root.items() if k != "properties"}
         )
