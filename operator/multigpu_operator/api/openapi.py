@@ -70,6 +70,9 @@ def structural_schema(model: type[BaseModel], rules: Rules) -> Schema:
 
 
 class _KubernetesSchema(GenerateJsonSchema):
+    def sort(self, value: JsonSchemaValue, parent_key: str | None = None) -> JsonSchemaValue:
+        return value  # as declared; _structural orders the schema's own keys
+
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
 
