@@ -18,8 +18,9 @@ import yaml
 
 from multigpu_operator import __version__
 from multigpu_operator.api.crd import crd
+from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
-from multigpu_operator.api.validation import validate_object
+from multigpu_operator.api.validation import validate_object, with_defaults
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.pods import with_attempt
@@ -44,7 +45,10 @@ def plan_documents(
             errors += [f"{name}: {p}" for p in problems]
             continue
         meta = {"namespace": namespace, "uid": uid, **doc["metadata"]}
-        job = Job.from_object({**doc, "metadata": meta})
+        # The spec as the API server would store it (nulls pruned, defaults in), which
+        # is what the operator reads.
+        spec = with_defaults(spec_schema(), doc["spec"])
+        job = Job.from_object({**doc, "metadata": meta, "spec": spec})
         try:
             planned.append((job, plan_job(job)))
         except PlanError as err:

@@ -31,19 +31,14 @@ from multigpu_operator.api.rules import (
     MSG_NAME_TOO_LONG,
 )
 from multigpu_operator.api.schema import spec_schema
-from multigpu_operator.api.spec import (
-    API_VERSION,
+from multigpu_operator.api.spec import API_VERSION, GROUP, KIND, MAX_NAME_LENGTH, PLURAL, VERSION
+from multigpu_operator.api.validation import validate, with_defaults
+from support.spec_defaults import (
     DEFAULT_GPU_RESOURCE,
     DEFAULT_LAUNCHER,
     DEFAULT_MASTER_PORT,
     DEFAULT_SHM_SIZE,
-    GROUP,
-    KIND,
-    MAX_NAME_LENGTH,
-    PLURAL,
-    VERSION,
 )
-from multigpu_operator.api.validation import validate, with_defaults
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster

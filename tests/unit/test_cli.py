@@ -28,3 +28,22 @@ def test_mgj_reports_unreadable_input_without_a_traceback(
     monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_render_reads_the_spec_as_the_api_server_stores_it() -> None:
+    # A null in a field with a default means the default, as on the API server.
+    job = {
+        "apiVersion": "multigpu.dev/v1alpha1",
+        "kind": "MultiGPUJob",
+        "metadata": {"name": "nulls"},
+        "spec": {
+            "mode": "DistributedDataParallel",
+            "masterPort": None,
+            "template": {"spec": {"containers": [{"name": "trainer", "image": "x"}]}},
+        },
+    }
+    objects, errors = cli.render(iter([job]), "default")
+    assert errors == []
+    (pod,) = (o for o in objects if o["kind"] == "Pod")
+    env = {v["name"]: v.get("value") for v in pod["spec"]["containers"][0]["env"]}
+    assert env["MASTER_PORT"] == "29500"

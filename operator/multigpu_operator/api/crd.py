@@ -2,9 +2,9 @@
 
 `crd()` is the single source of the CRD: `python -m multigpu_operator.api.gen` writes it to
 manifests/crd/, and a unit test fails while that file differs. This module assembles it:
-names, the served version, subresources and printer columns. The OpenAPI schema is built in
-api/schema.py and the cross-field rules (CEL with Python twins) live in api/rules.py;
-defaults and names come from api/spec.py.
+names, the served version, subresources and printer columns. The OpenAPI schema is
+generated (api/schema.py) from the typed declaration of the API (api/spec.py,
+api/lifecycle.py, api/template.py, api/status.py) and its CEL rules (api/rules.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
+from multigpu_operator.api.openapi import Schema
 from multigpu_operator.api.schema import root_schema
-from multigpu_operator.api.schema_types import Schema
 from multigpu_operator.api.spec import (
     GROUP,
     KIND,

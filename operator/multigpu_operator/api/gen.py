@@ -1,7 +1,7 @@
 """Write the generated manifests from their Python source.
 
-Run from the repository root after changing api/crd.py, api/schema.py, api/rules.py or
-api/spec.py:
+Run from the repository root after changing the API (any module of api/ but names.py
+and validation.py):
 
     python -m multigpu_operator.api.gen
 

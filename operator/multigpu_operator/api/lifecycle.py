@@ -1,15 +1,18 @@
-"""Typed model of a job's lifecycle policies: restarts, deadlines, cleanup, gang start.
+"""A job's lifecycle policies: restarts, deadlines and cleanup (runPolicy), gang start,
+elastic scaling.
 
-Like api/spec.py, defaults live here once; the CRD schema (api/schema_policies.py) reads
-them and the API server applies them, and `from_dict` applies them again offline.
+Declared once as typed models (api/base.py): the CRD schema, offline validation and
+defaulting, and the typed job the reconciler reads all come from these fields.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated
+
+from pydantic import Field
+
+from multigpu_operator.api.base import ApiModel, Int32, Int64
 
 
 class RestartPolicy(enum.StrEnum):
@@ -39,27 +42,72 @@ class BelowMinAction(enum.StrEnum):
     WAIT = "Wait"
 
 
-DEFAULT_RESTART_POLICY = RestartPolicy.ON_FAILURE
-DEFAULT_BACKOFF_LIMIT = 3
-DEFAULT_CLEAN_POD_POLICY = CleanPodPolicy.RUNNING
 # Exit codes from this one up mean "killed by a signal" (128 + signal number).
 SIGNAL_EXIT_CODES_FROM = 128
-DEFAULT_GANG_TIMEOUT_SECONDS = 300
-DEFAULT_GANG_TIMEOUT_ACTION = GangTimeoutAction.REQUEUE
-DEFAULT_REQUEUE_AFTER_SECONDS = 60
-DEFAULT_BELOW_MIN_TIMEOUT_SECONDS = 300
-DEFAULT_BELOW_MIN_ACTION = BelowMinAction.FAIL
+
+ExitCode = Annotated[Int32, Field(ge=1, le=255)]
 
 
-@dataclass(frozen=True)
-class RunPolicy:
-    restart_policy: RestartPolicy = DEFAULT_RESTART_POLICY
-    # Retries allowed: a job makes at most backoff_limit + 1 attempts.
-    backoff_limit: int = DEFAULT_BACKOFF_LIMIT
-    retryable_exit_codes: frozenset[int] = frozenset()
-    active_deadline_seconds: int | None = None
-    ttl_seconds_after_finished: int | None = None
-    clean_pod_policy: CleanPodPolicy = DEFAULT_CLEAN_POD_POLICY
+class RunPolicy(ApiModel):
+    """What happens when a pod fails, how long the job may run, and what is left
+    behind when it ends. For DistributedDataParallel, DataParallel and ModelParallel
+    a failed pod breaks the process group, so a retry replaces every pod (a new
+    attempt); for Elastic only the failed pod is replaced and torchrun re-forms the
+    group."""
+
+    restart_policy: RestartPolicy = Field(
+        RestartPolicy.ON_FAILURE,
+        description=(
+            "Which failures are retried. OnFailure: every failure, until backoffLimit is "
+            "used up. Never: the first failure fails the job. ExitCode: only exit codes "
+            f"from {SIGNAL_EXIT_CODES_FROM} up (killed by a signal: OOM-killed, "
+            "preempted) and those in retryableExitCodes; any other exit code fails the "
+            "job at once. A pod lost with its node or evicted has no exit code and is "
+            "retried unless Never."
+        ),
+    )
+    backoff_limit: Int32 = Field(
+        3,
+        ge=0,
+        description=(
+            "Retries allowed: the job makes at most backoffLimit + 1 attempts (Elastic: "
+            "replaces failed pods at most backoffLimit times) and then fails with the last "
+            "failure in its message."
+        ),
+    )
+    retryable_exit_codes: tuple[ExitCode, ...] = Field(
+        (),
+        description=(
+            f"With restartPolicy ExitCode: exit codes below {SIGNAL_EXIT_CODES_FROM} that "
+            "are retried too (e.g. your script's 'try again' code)."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    active_deadline_seconds: Int64 | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Seconds the job may run, counted from its start (or its last resume); then it "
+            "fails with reason DeadlineExceeded and its running pods are stopped. Unset: "
+            "no limit."
+        ),
+    )
+    ttl_seconds_after_finished: Int64 | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Seconds after the job Succeeded or Failed when the operator deletes it (and, "
+            "through garbage collection, its pods and Service). Unset: kept."
+        ),
+    )
+    clean_pod_policy: CleanPodPolicy = Field(
+        CleanPodPolicy.RUNNING,
+        description=(
+            "Which pods are deleted once the job has finished. All: every pod. Running: "
+            "pods still pending or running (finished pods stay, with their logs). None: "
+            "none, running ones keep running."
+        ),
+    )
 
     def retries(self, exit_code: int | None) -> bool:
         """Whether a failure with this exit code (None: no exit code, e.g. the pod was
@@ -70,36 +118,82 @@ class RunPolicy:
             return True
         return exit_code >= SIGNAL_EXIT_CODES_FROM or exit_code in self.retryable_exit_codes
 
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any] | None) -> RunPolicy:
-        raw = raw or {}
-        return cls(
-            restart_policy=RestartPolicy(raw.get("restartPolicy", DEFAULT_RESTART_POLICY)),
-            backoff_limit=int(raw.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
-            retryable_exit_codes=frozenset(int(c) for c in raw.get("retryableExitCodes", [])),
-            active_deadline_seconds=_optional_int(raw.get("activeDeadlineSeconds")),
-            ttl_seconds_after_finished=_optional_int(raw.get("ttlSecondsAfterFinished")),
-            clean_pod_policy=CleanPodPolicy(raw.get("cleanPodPolicy", DEFAULT_CLEAN_POD_POLICY)),
-        )
+
+class GangPolicy(ApiModel):
+    """Gang start: a job's pods are created together and must all be scheduled (for
+    Elastic: at least minReplicas) within timeoutSeconds, so a job never holds part
+    of the GPUs it needs forever. Pods held by a scheduling gate (e.g. Kueue's
+    admission) are queued, not late: the timer starts once no gate holds them. For
+    all-or-nothing placement use a gang-aware scheduler through
+    template.spec.schedulerName (see docs/lifecycle.md)."""
+
+    timeout_seconds: Int32 = Field(
+        300,
+        ge=1,
+        description="How long the pods may stay unscheduled before onTimeout applies.",
+    )
+    on_timeout: GangTimeoutAction = Field(
+        GangTimeoutAction.REQUEUE,
+        description=(
+            "Wait: keep the pods and keep waiting (condition Scheduled says why). Fail: "
+            "the job fails with reason GangTimeout. Requeue: the pods are deleted, "
+            "freeing what they hold, and created again after requeueAfterSeconds (not "
+            "counted as a restart)."
+        ),
+    )
+    requeue_after_seconds: Int32 = Field(
+        60,
+        ge=0,
+        description=(
+            "With onTimeout Requeue: how long the job waits without pods before trying again."
+        ),
+    )
 
 
-@dataclass(frozen=True)
-class GangPolicy:
-    timeout_seconds: int = DEFAULT_GANG_TIMEOUT_SECONDS
-    on_timeout: GangTimeoutAction = DEFAULT_GANG_TIMEOUT_ACTION
-    requeue_after_seconds: int = DEFAULT_REQUEUE_AFTER_SECONDS
+class ElasticPolicy(ApiModel):
+    """Elastic training policy; required when mode is Elastic and not allowed otherwise.
+    Pods run torchrun with c10d rendezvous (PET_NNODES=minReplicas:maxReplicas) on
+    masterPort, so the job keeps training while pods come and go between minReplicas
+    and maxReplicas. The current pod count is spec.replicas, changed with the scale
+    subresource (`kubectl scale mgj/<name> --replicas=N`, or a
+    HorizontalPodAutoscaler) and always kept within [minReplicas, maxReplicas]."""
 
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any] | None) -> GangPolicy:
-        raw = raw or {}
-        return cls(
-            timeout_seconds=int(raw.get("timeoutSeconds", DEFAULT_GANG_TIMEOUT_SECONDS)),
-            on_timeout=GangTimeoutAction(raw.get("onTimeout", DEFAULT_GANG_TIMEOUT_ACTION)),
-            requeue_after_seconds=int(
-                raw.get("requeueAfterSeconds", DEFAULT_REQUEUE_AFTER_SECONDS)
-            ),
-        )
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    min_replicas: Int32 = Field(
+        ge=1,
+        description=(
+            "Fewest pods the job trains with; rendezvous waits for at least this many "
+            "(torchrun --nnodes min). Must not exceed maxReplicas."
+        ),
+    )
+    max_replicas: Int32 = Field(
+        ge=1,
+        description=(
+            "Most pods the job may scale to (torchrun --nnodes max). spec.replicas may not "
+            "exceed it."
+        ),
+    )
+    max_restarts: Int32 = Field(
+        3,
+        ge=0,
+        description=(
+            "How many times torchrun restarts the worker group after a failure or a "
+            "membership change that loses a pod (torchrun --max-restarts); a pod joining "
+            "does not count."
+        ),
+    )
+    below_min_timeout_seconds: Int32 = Field(
+        300,
+        ge=0,
+        description=(
+            "How long the job may run with fewer than minReplicas pods running (a node "
+            "lost, a pod replaced) before onBelowMin applies."
+        ),
+    )
+    on_below_min: BelowMinAction = Field(
+        BelowMinAction.FAIL,
+        description=(
+            "What happens after belowMinTimeoutSeconds with fewer than minReplicas pods "
+            "running. Fail: the job fails (reason BelowMinReplicas). Wait: it keeps "
+            "waiting for capacity, with a condition saying how many pods are missing."
+        ),
+    )

@@ -1,25 +1,17 @@
-"""Cross-field rules of a MultiGPUJob, each as CEL beside its Python twin.
+"""Cross-field rules of a MultiGPUJob, as CEL with their messages, declared once.
 
-The CEL goes into the CRD (api/schema.py attaches it) and runs on the API server; the
-Python twin runs offline in `validate()` (api/validation.py). Both report the same
-message, defined once here.
+api/schema.py attaches them to the objects they belong to in the CRD, where the API
+server evaluates them; `validate()` (api/validation.py) evaluates the same strings
+offline with a CEL library, so both report the same message.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from multigpu_operator.api.spec import (
-    DEFAULT_REPLICAS,
-    MAX_NAME_LENGTH,
-    Launcher,
-    Mode,
-)
+from multigpu_operator.api.spec import MAX_NAME_LENGTH, JobSpec, Launcher, Mode
 
-Spec = Mapping[str, Any]
+_DEFAULT_REPLICAS = JobSpec.model_fields["replicas"].default
 
 # DNS-1035 label: the job name becomes a Service name, and Services require it.
 DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -41,7 +33,7 @@ MSG_ELASTIC_MIN_MAX = (
 )
 MSG_ELASTIC_REPLICAS_RANGE = (
     "spec.replicas must be between spec.elastic.minReplicas and spec.elastic.maxReplicas when "
-    f"spec.mode is Elastic (spec.replicas defaults to {DEFAULT_REPLICAS}): set spec.replicas "
+    f"spec.mode is Elastic (spec.replicas defaults to {_DEFAULT_REPLICAS}): set spec.replicas "
     "inside that range, or scale the job within it"
 )
 MSG_ELASTIC_LAUNCHER = (
@@ -70,29 +62,19 @@ MSG_NAME_DNS1035 = (
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule as CEL (`self` is the object it is attached to, after defaulting) and the
-    same rule in Python (`holds`, given that object as a dict with defaults applied)."""
+    """One rule as CEL: `self` is the object it is attached to, after defaulting. The API
+    server evaluates it, and offline validation evaluates the very same string."""
 
     cel: str
     message: str
-    holds: Callable[[Spec], bool]
     field_path: str | None = None
 
     def validation(self) -> dict[str, str]:
+        """The rule as an entry of x-kubernetes-validations."""
         out: dict[str, str] = {"rule": self.cel, "message": self.message}
         if self.field_path:
             out["fieldPath"] = self.field_path
         return out
-
-
-def _elastic_replicas_in_range(s: Spec) -> bool:
-    e = s["elastic"]
-    return bool(e["minReplicas"] <= s["replicas"] <= e["maxReplicas"])
-
-
-def _stages_match_processes(s: Spec) -> bool:
-    stages = s["modelParallel"].get("stages")
-    return stages is None or stages == s["replicas"] * max(s["gpusPerReplica"], 1)
 
 
 _ELASTIC = f"'{Mode.ELASTIC}'"
@@ -104,27 +86,21 @@ SPEC_RULES: tuple[Rule, ...] = (
     Rule(
         cel=f"self.mode != '{Mode.DATA_PARALLEL}' || self.replicas == 1",
         message=MSG_DATA_PARALLEL_REPLICAS,
-        holds=lambda s: s["mode"] != Mode.DATA_PARALLEL or s["replicas"] == 1,
         field_path=".replicas",
     ),
     Rule(
         cel=f"self.mode != {_ELASTIC} || has(self.elastic)",
         message=MSG_ELASTIC_REQUIRED,
-        holds=lambda s: s["mode"] != Mode.ELASTIC or "elastic" in s,
         field_path=".elastic",
     ),
     Rule(
         cel=f"!has(self.elastic) || self.mode == {_ELASTIC}",
         message=MSG_ELASTIC_ONLY_FOR_ELASTIC,
-        holds=lambda s: "elastic" not in s or s["mode"] == Mode.ELASTIC,
         field_path=".elastic",
     ),
     Rule(
         cel="!has(self.elastic) || self.elastic.minReplicas <= self.elastic.maxReplicas",
         message=MSG_ELASTIC_MIN_MAX,
-        holds=lambda s: (
-            "elastic" not in s or s["elastic"]["minReplicas"] <= s["elastic"]["maxReplicas"]
-        ),
         field_path=".elastic.minReplicas",
     ),
     Rule(
@@ -134,21 +110,16 @@ SPEC_RULES: tuple[Rule, ...] = (
             "self.replicas <= self.elastic.maxReplicas)"
         ),
         message=MSG_ELASTIC_REPLICAS_RANGE,
-        holds=lambda s: (
-            s["mode"] != Mode.ELASTIC or "elastic" not in s or _elastic_replicas_in_range(s)
-        ),
         field_path=".replicas",
     ),
     Rule(
         cel=f"self.mode != {_ELASTIC} || self.launcher == '{Launcher.TORCHRUN}'",
         message=MSG_ELASTIC_LAUNCHER,
-        holds=lambda s: s["mode"] != Mode.ELASTIC or s["launcher"] == Launcher.TORCHRUN,
         field_path=".launcher",
     ),
     Rule(
         cel=f"!has(self.modelParallel) || self.mode == {_MP}",
         message=MSG_MODEL_PARALLEL_ONLY,
-        holds=lambda s: "modelParallel" not in s or s["mode"] == Mode.MODEL_PARALLEL,
         field_path=".modelParallel",
     ),
     Rule(
@@ -158,33 +129,20 @@ SPEC_RULES: tuple[Rule, ...] = (
             "self.replicas * (self.gpusPerReplica > 0 ? self.gpusPerReplica : 1)"
         ),
         message=MSG_MODEL_PARALLEL_STAGES,
-        holds=lambda s: (
-            s["mode"] != Mode.MODEL_PARALLEL
-            or s["replicas"] == 1
-            or "modelParallel" not in s
-            or _stages_match_processes(s)
-        ),
         field_path=".modelParallel.stages",
     ),
 )
 
-# Attached to the root object, where CEL sees metadata.name (given as `name` in Python).
+# Attached to the root object, where CEL sees metadata.name.
 NAME_RULES: tuple[Rule, ...] = (
     Rule(
         cel=f"size(self.metadata.name) <= {MAX_NAME_LENGTH}",
         message=MSG_NAME_TOO_LONG,
-        holds=lambda o: len(o["metadata"]["name"]) <= MAX_NAME_LENGTH,
         field_path=".metadata.name",
     ),
     Rule(
         cel=f"self.metadata.name.matches('{DNS1035_LABEL}')",
         message=MSG_NAME_DNS1035,
-        holds=lambda o: _matches(DNS1035_LABEL, o["metadata"]["name"]),
         field_path=".metadata.name",
     ),
 )
-
-
-def _matches(pattern: str, value: str) -> bool:
-    # re.search, as the API server's Go regexp: the pattern carries its own anchors.
-    return re.search(pattern, value) is not None

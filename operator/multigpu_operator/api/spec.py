@@ -1,24 +1,24 @@
-"""Typed model of a MultiGPUJob's spec.
+"""The spec of a MultiGPUJob, declared once.
 
-The CRD schema (api/schema.py) applies these same defaults on the API server; `from_dict`
-applies them again so that offline tools (`mgj render`) see exactly what the operator
-sees. Defaults therefore live here, once, and api/schema.py and api/rules.py read them.
+These typed models are the single source of the API: the CRD's schema is generated from
+them (api/schema.py), offline validation and defaulting use that generated schema
+(api/validation.py), and the planner and reconciler read a `Job` parsed by them, with
+the same defaults the API server applies. To add a field, add it here with its default,
+bounds and description, then regenerate the CRD (`python -m multigpu_operator.api.gen`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from multigpu_operator.api.lifecycle import (
-    DEFAULT_BELOW_MIN_ACTION,
-    DEFAULT_BELOW_MIN_TIMEOUT_SECONDS,
-    BelowMinAction,
-    GangPolicy,
-    RunPolicy,
-)
+from pydantic import Field, field_validator, model_validator
+
+from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
+from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
+from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
 GROUP = "multigpu.dev"
 VERSION = "v1alpha1"
@@ -27,16 +27,6 @@ KIND = "MultiGPUJob"
 PLURAL = "multigpujobs"
 SINGULAR = "multigpujob"
 SHORT_NAME = "mgj"
-
-# Defaults shared with the CRD schema.
-DEFAULT_REPLICAS = 1
-DEFAULT_GPUS_PER_REPLICA = 1
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
-DEFAULT_MASTER_PORT = 29500
-DEFAULT_SHM_SIZE = "2Gi"
-DEFAULT_ELASTIC_MAX_RESTARTS = 3
-DEFAULT_MICRO_BATCHES = 4
-TRAINER_CONTAINER = "trainer"
 # Kueue's plain pod-group integration: what a job's pods carry when the job has a queue.
 KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
@@ -44,6 +34,11 @@ KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 # Longest job name whose children stay valid DNS labels: pods are `<name>-<index>`
 # (index up to 5 digits) and their hostnames must fit in 63 characters.
 MAX_NAME_LENGTH = 56
+# A Kubernetes quantity without sign (what resource.Quantity accepts), e.g. 2Gi, 512Mi, 1e9.
+QUANTITY_PATTERN = (
+    r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
 
 
 class Mode(enum.StrEnum):
@@ -65,47 +60,166 @@ class PipelineSchedule(enum.StrEnum):
     ONE_F_ONE_B = "1F1B"
 
 
-DEFAULT_LAUNCHER = Launcher.TORCHRUN
-DEFAULT_SCHEDULE = PipelineSchedule.GPIPE
+class ModelParallelPolicy(ApiModel):
+    """Model (pipeline) parallelism settings; only allowed when mode is ModelParallel,
+    where they default as shown when omitted. With replicas 1 one process splits the
+    model across the pod's GPUs and pipelines micro-batches through the pieces; with
+    several replicas every process holds one stage (torch.distributed.pipelining)."""
 
-
-@dataclass(frozen=True)
-class ElasticPolicy:
-    min_replicas: int
-    max_replicas: int
-    max_restarts: int = DEFAULT_ELASTIC_MAX_RESTARTS
-    # How long fewer than min_replicas pods may be running before on_below_min applies.
-    below_min_timeout_seconds: int = DEFAULT_BELOW_MIN_TIMEOUT_SECONDS
-    on_below_min: BelowMinAction = DEFAULT_BELOW_MIN_ACTION
-
-
-@dataclass(frozen=True)
-class ModelParallelPolicy:
     # None: one stage per process (several pods) or per GPU (one pod).
-    stages: int | None = None
-    micro_batches: int = DEFAULT_MICRO_BATCHES
-    schedule: PipelineSchedule = DEFAULT_SCHEDULE
+    stages: Int32 | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Number of pipeline stages. With several replicas it must equal "
+            "replicas x max(gpusPerReplica, 1), one stage per process; omit it to get that. "
+            "With replicas 1 it defaults to the pod's GPU count."
+        ),
+    )
+    micro_batches: Int32 = Field(
+        4,
+        ge=1,
+        description=(
+            "Micro-batches each batch is split into to keep all stages busy. More "
+            "micro-batches shrink the pipeline bubble but make each one smaller."
+        ),
+    )
+    schedule: PipelineSchedule = Field(
+        PipelineSchedule.GPIPE,
+        description=(
+            "Pipeline schedule: GPipe (all forwards, then all backwards; simplest, most "
+            "activation memory) or 1F1B (interleaves one forward with one backward; less "
+            "activation memory)."
+        ),
+    )
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    mode: Mode
-    replicas: int = DEFAULT_REPLICAS
-    gpus_per_replica: int = DEFAULT_GPUS_PER_REPLICA
-    gpu_resource: str = DEFAULT_GPU_RESOURCE
-    gpu_product: str | None = None
-    launcher: Launcher = DEFAULT_LAUNCHER
-    master_port: int = DEFAULT_MASTER_PORT
-    # None disables the /dev/shm volume.
-    shm_size: str | None = DEFAULT_SHM_SIZE
+class JobSpec(ApiModel):
+    """Desired state of the training job."""
+
+    mode: Mode = Field(
+        description=(
+            "Training technique, which decides how many processes each pod runs and what "
+            "they are told. DataParallel: one pod, one process driving all its GPUs "
+            "(torch.nn.DataParallel); replicas must be 1. DistributedDataParallel: one "
+            "process per GPU in every pod, all in one process group (WORLD_SIZE = replicas "
+            "x gpusPerReplica). ModelParallel: the model is split into pipeline stages, "
+            "inside one process (replicas 1) or one stage per process across pods. "
+            "Elastic: torchrun with c10d rendezvous; the pod count may change between "
+            "spec.elastic.minReplicas and maxReplicas while training continues."
+        )
+    )
+    replicas: Int32 = Field(
+        1,
+        ge=1,
+        description=(
+            "Number of pods. DataParallel requires 1. For Elastic it is the desired pod "
+            "count, driven by the scale subresource (kubectl scale, HPA) and kept within "
+            "spec.elastic.minReplicas..maxReplicas; the other modes form a fixed world of "
+            "this many pods."
+        ),
+    )
+    gpus_per_replica: Int32 = Field(
+        1,
+        ge=0,
+        description=(
+            "GPUs each pod asks for (a limit on gpuResource). 0 trains on CPU with the gloo "
+            "backend and hides the node's GPUs. Each GPU gets its own process "
+            "(LOCAL_RANK), except for DataParallel and for ModelParallel with replicas 1, "
+            "where one process drives all of the pod's GPUs."
+        ),
+    )
+    gpu_resource: str = Field(
+        "nvidia.com/gpu",
+        min_length=1,
+        description=(
+            "Extended resource name the GPUs are requested as, e.g. a MIG profile "
+            "such as nvidia.com/mig-1g.10gb."
+        ),
+    )
+    gpu_product: str | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "GPU model to run on, matched against the node label nvidia.com/gpu.product "
+            "set by NVIDIA GPU feature discovery (e.g. NVIDIA-H100-80GB-HBM3). Unset: "
+            "any node with the resource."
+        ),
+    )
+    launcher: Launcher = Field(
+        Launcher.TORCHRUN,
+        description=(
+            "How the training container starts its processes. Torchrun: the container "
+            "runs torchrun (or anything reading PET_* variables); the operator sets "
+            "PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT and, for "
+            "Elastic, PET_RDZV_*, and torchrun spawns one process per GPU. Script: the "
+            "container runs a plain script calling "
+            'init_process_group(init_method="env://") with RANK, WORLD_SIZE, LOCAL_RANK, '
+            "MASTER_ADDR and MASTER_PORT set; with several GPUs per pod the script must "
+            "start one process per GPU itself. Elastic requires Torchrun."
+        ),
+    )
+    master_port: Int32 = Field(
+        29500,
+        ge=1,
+        le=65535,
+        description=(
+            "TCP port of the rank-0 process group store (MASTER_PORT); for Elastic the "
+            "c10d rendezvous port."
+        ),
+    )
+    # None (typed job): no /dev/shm volume; "0" means the same.
+    shm_size: Annotated[str | None, Nullable] = Field(
+        "2Gi",
+        pattern=QUANTITY_PATTERN,
+        description=(
+            "Size of the memory-backed /dev/shm mounted into every pod (a quantity "
+            "such as 2Gi), for DataLoader workers and NCCL's shared-memory transport; "
+            "containers otherwise get 64Mi. It counts against the pod's memory limit. "
+            '"0" or null mounts none.'
+        ),
+    )
     elastic: ElasticPolicy | None = None
-    model_parallel: ModelParallelPolicy | None = None
-    run_policy: RunPolicy = field(default_factory=RunPolicy)
-    gang: GangPolicy = field(default_factory=GangPolicy)
+    run_policy: RunPolicy = defaulted_object(RunPolicy)
+    gang: GangPolicy = defaulted_object(GangPolicy)
     # Suspended: the job keeps its status but has no pods (Kueue admits by unsuspending).
-    suspend: bool = False
+    suspend: bool = Field(
+        False,
+        description=(
+            "true deletes the job's pods and keeps the job (phase Suspended); false again "
+            "starts a fresh attempt, which is not counted as a restart and restarts the "
+            "activeDeadlineSeconds clock. Queueing systems such as Kueue admit jobs this way."
+        ),
+    )
+    # Set for every ModelParallel job (its defaults when omitted), None otherwise.
+    model_parallel: ModelParallelPolicy | None = None
     # The pod template exactly as the user wrote it (a PodTemplateSpec as a dict).
-    template: Mapping[str, Any] = field(default_factory=dict)
+    template: Template = Field(
+        description=(
+            "Pod template (a PodTemplateSpec) for every replica. The training container is "
+            f'the one named "{TRAINER_CONTAINER}", else the first container; the operator '
+            "adds to it the GPU limits, the rendezvous environment (MASTER_ADDR, "
+            "MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, PET_*) and the /dev/shm volume."
+        )
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_parallel_defaults(cls, data: Any) -> Any:
+        # Not a server default: the API server leaves modelParallel out, and every
+        # ModelParallel job then runs with the policy's defaults.
+        if (
+            isinstance(data, Mapping)
+            and data.get("mode") == Mode.MODEL_PARALLEL
+            and data.get("modelParallel") is None
+        ):
+            return {**data, "modelParallel": {}}
+        return data
+
+    @field_validator("shm_size")
+    @classmethod
+    def _zero_shm_is_none(cls, value: str | None) -> str | None:
+        return None if value in ("", "0") else value
 
     @property
     def uses_gpus(self) -> bool:
@@ -125,55 +239,6 @@ class JobSpec:
     def world_size(self) -> int:
         """Number of training processes (what WORLD_SIZE counts), at spec.replicas pods."""
         return self.replicas * self.processes_per_replica
-
-    @classmethod
-    def from_dict(cls, spec: Mapping[str, Any]) -> JobSpec:
-        """Build from a spec dict as stored by the API server (or a user's file)."""
-        elastic = spec.get("elastic")
-        model_parallel = spec.get("modelParallel")
-        shm = spec.get("shmSize", DEFAULT_SHM_SIZE)
-        return cls(
-            mode=Mode(spec["mode"]),
-            replicas=int(spec.get("replicas", DEFAULT_REPLICAS)),
-            gpus_per_replica=int(spec.get("gpusPerReplica", DEFAULT_GPUS_PER_REPLICA)),
-            gpu_resource=str(spec.get("gpuResource", DEFAULT_GPU_RESOURCE)),
-            gpu_product=spec.get("gpuProduct") or None,
-            launcher=Launcher(spec.get("launcher", DEFAULT_LAUNCHER)),
-            master_port=int(spec.get("masterPort", DEFAULT_MASTER_PORT)),
-            shm_size=str(shm) if shm not in (None, "", "0") else None,
-            elastic=(
-                ElasticPolicy(
-                    min_replicas=int(elastic["minReplicas"]),
-                    max_replicas=int(elastic["maxReplicas"]),
-                    max_restarts=int(elastic.get("maxRestarts", DEFAULT_ELASTIC_MAX_RESTARTS)),
-                    below_min_timeout_seconds=int(
-                        elastic.get("belowMinTimeoutSeconds", DEFAULT_BELOW_MIN_TIMEOUT_SECONDS)
-                    ),
-                    on_below_min=BelowMinAction(
-                        elastic.get("onBelowMin", DEFAULT_BELOW_MIN_ACTION)
-                    ),
-                )
-                if elastic
-                else None
-            ),
-            model_parallel=(
-                ModelParallelPolicy(
-                    stages=(
-                        int(model_parallel["stages"])
-                        if model_parallel.get("stages") is not None
-                        else None
-                    ),
-                    micro_batches=int(model_parallel.get("microBatches", DEFAULT_MICRO_BATCHES)),
-                    schedule=PipelineSchedule(model_parallel.get("schedule", DEFAULT_SCHEDULE)),
-                )
-                if model_parallel is not None
-                else (ModelParallelPolicy() if spec["mode"] == Mode.MODEL_PARALLEL else None)
-            ),
-            run_policy=RunPolicy.from_dict(spec.get("runPolicy")),
-            gang=GangPolicy.from_dict(spec.get("gang")),
-            suspend=bool(spec.get("suspend", False)),
-            template=spec.get("template") or {},
-        )
 
 
 @dataclass(frozen=True)
@@ -195,6 +260,8 @@ class Job:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
+        """The job of a MultiGPUJob object as the API server stores it (or as a user
+        wrote it: the declaration's defaults are those the server applies)."""
         meta = obj["metadata"]
         return cls(
             ref=JobRef(
@@ -202,7 +269,7 @@ class Job:
                 name=meta["name"],
                 uid=meta.get("uid", ""),
             ),
-            spec=JobSpec.from_dict(obj.get("spec", {})),
+            spec=JobSpec.model_validate(obj.get("spec", {})),
             generation=int(meta.get("generation", 1)),
             queue_name=(meta.get("labels") or {}).get(KUEUE_QUEUE_NAME) or None,
         )

@@ -1,47 +1,72 @@
-"""Offline validation of a MultiGPUJob: the checks the API server makes, without one.
+"""Offline validation and defaulting of a MultiGPUJob: the API server's checks, without one.
 
-`mgj render` and other offline tools use it so that a spec the API server would reject
-fails before anything is applied. It walks the CRD's own schema (api/schema.py) for
-types, enums, bounds, patterns and required fields, applies the schema's defaults, then
-checks the cross-field rules with their Python twins (api/rules.py). Rule messages are
-the CEL messages, word for word; schema messages follow the API server's wording.
+`mgj render` and the controller use it so that a spec the API server would reject fails
+before anything is applied. Everything is read from the generated schema
+(api/schema.py), as the API server reads the CRD:
+- defaulting: nulls in non-nullable fields are dropped, then defaults filled in, top
+  down (a defaulted object gets its own fields' defaults);
+- the schema is checked by openapi-schema-validator (OpenAPI 3.0, which has `nullable`),
+  with kubectl's strict field validation: a field the schema does not know is an error;
+- the CEL rules (x-kubernetes-validations) are evaluated by cel-python on the defaulted
+  object, only once the schema holds, as their guards assume the declared types.
+The libraries' errors are put in the API server's words by one table, `SERVER_WORDING`, so
+that `mgj render` and `kubectl apply` tell users the same thing.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from multigpu_operator.api.rules import NAME_RULES, SPEC_RULES
-from multigpu_operator.api.schema import spec_schema
-from multigpu_operator.api.schema_types import Schema
+import celpy
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
+from jsonschema import ValidationError, validators
+from jsonschema.protocols import Validator
+from openapi_schema_validator import OAS30Validator
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "integer": (int,),
-    "boolean": (bool,),
-    "number": (int, float),
+from multigpu_operator.api.openapi import Schema
+from multigpu_operator.api.schema import root_schema
+
+_UNKNOWN_FIELD = "unknownField"
+# The API server's wording of each kind of error (k8s.io/apimachinery field.Error).
+SERVER_WORDING = {
+    "type": '{path}: Invalid value: "{got}": {path} in body must be of type {want}: "{got}"',
+    "enum": "{path}: Unsupported value: {value}: supported values: {supported}",
+    "minimum": (
+        "{path}: Invalid value: {value}: {path} in body should be greater than or equal to {want}"
+    ),
+    "maximum": (
+        "{path}: Invalid value: {value}: {path} in body should be less than or equal to {want}"
+    ),
+    "minLength": (
+        "{path}: Invalid value: {value}: {path} in body should be at least {want} chars long"
+    ),
+    "pattern": "{path}: Invalid value: {value}: {path} in body should match '{want}'",
+    "minItems": "{path}: Invalid value: {count}: {path} in body should have at least {want} items",
+    "required": "{path}: Required value",
+    _UNKNOWN_FIELD: 'unknown field "{path}"',
 }
 
 
 def validate(spec: Mapping[str, Any], name: str | None = None) -> list[str]:
     """Every reason the API server would reject `spec` (and `name`, when given); [] if none.
 
-    Cross-field rules run only on a spec whose fields have the right types, as their
-    Python twins assume them; fix the schema errors first and they are checked too.
+    Cross-field rules run only on a spec that the schema accepts; fix the schema errors
+    first and they are checked too.
     """
-    schema = spec_schema()
-    errors = schema_errors(schema, spec, "spec")
+    checks = _checks()
+    job = _plain({"spec": spec})
+    _run(checks.defaults.iter_errors(job))
+    errors = _messages(checks.schema.iter_errors(job))
     if not errors:
-        defaulted = with_defaults(schema, spec)
-        errors += [rule.message for rule in SPEC_RULES if not rule.holds(defaulted)]
+        errors += [e.message for e in checks.spec_rules.iter_errors(job["spec"])]
     if name is not None:
-        obj = {"metadata": {"name": name}}
-        errors += [rule.message for rule in NAME_RULES if not rule.holds(obj)]
+        obj = {"metadata": {"name": name}, **job}
+        errors += [e.message for e in checks.root_rules.iter_errors(obj)]
     return errors
 
 
@@ -59,109 +84,171 @@ def with_defaults(schema: Schema, value: Any) -> Any:
 
     A null in a non-nullable field counts as absent (the server prunes it, then defaults).
     """
-    if isinstance(value, Mapping):
-        props: Mapping[str, Schema] = schema.get("properties", {})
-        extra: Schema | None = schema.get("additionalProperties")
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            sub = props.get(key) or extra
-            if item is None and not (sub or {}).get("nullable"):
-                continue
-            out[key] = with_defaults(sub, item) if sub else item
-        for key, sub in props.items():
-            if key not in out and "default" in sub:
-                out[key] = with_defaults(sub, sub["default"])
-        return out
-    if isinstance(value, list) and "items" in schema:
-        return [with_defaults(schema["items"], item) for item in value]
-    return value
+    out = _plain(value)
+    _run(_Defaulter(schema).iter_errors(out))
+    return out
 
 
-def schema_errors(schema: Schema, value: Any, path: str) -> list[str]:
-    """Structural errors of `value` against an OpenAPI v3 (structural) schema."""
-    if value is None:
-        return []  # nullable, or pruned by the server; required fields are checked by the parent
-    expected = schema.get("type")
-    if expected and not _is_type(value, expected):
-        got = _json_type(value)
-        return [
-            f'{path}: Invalid value: "{got}": {path} in body must be of type {expected}: "{got}"'
-        ]
-    errors: list[str] = []
-    if "enum" in schema and value not in schema["enum"]:
-        supported = ", ".join(json.dumps(v) for v in schema["enum"])
-        errors.append(f"{path}: Unsupported value: {_show(value)}: supported values: {supported}")
-    if "minimum" in schema and value < schema["minimum"]:
-        errors.append(
-            f"{path}: Invalid value: {_show(value)}: {path} in body should be greater than or "
-            f"equal to {schema['minimum']}"
-        )
-    if "maximum" in schema and value > schema["maximum"]:
-        errors.append(
-            f"{path}: Invalid value: {_show(value)}: {path} in body should be less than or "
-            f"equal to {schema['maximum']}"
-        )
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        errors.append(
-            f"{path}: Invalid value: {_show(value)}: {path} in body should be at least "
-            f"{schema['minLength']} chars long"
-        )
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
-        errors.append(
-            f"{path}: Invalid value: {_show(value)}: {path} in body should match "
-            f"'{schema['pattern']}'"
-        )
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        errors.append(
-            f"{path}: Invalid value: {len(value)}: {path} in body should have at least "
-            f"{schema['minItems']} items"
-        )
-    if isinstance(value, Mapping):
-        errors += _object_errors(schema, value, path)
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            errors += schema_errors(schema["items"], item, f"{path}[{i}]")
-    return errors
+# --- the API server's behaviour, as keywords of the validation library ----------------
+
+_OPENAPI = OAS30Validator.VALIDATORS
+# The keywords that lead from an object to its fields, list items and map values.
+_DESCEND = {k: _OPENAPI[k] for k in ("properties", "items", "additionalProperties")}
 
 
-def _object_errors(schema: Schema, value: Mapping[str, Any], path: str) -> list[str]:
-    props: Mapping[str, Schema] = schema.get("properties", {})
-    extra: Schema | None = schema.get("additionalProperties")
-    errors = [
-        f"{path}.{key}: Required value"
-        for key in schema.get("required", [])
-        if value.get(key) is None and "default" not in props.get(key, {})
+def _default_properties(
+    validator: Validator, properties: Schema, instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
+    """`properties`, after pruning nulls and filling in defaults as the API server does."""
+    if validator.is_type(instance, "object"):
+        for key, sub in properties.items():
+            if key in instance and instance[key] is None and not sub.get("nullable"):
+                del instance[key]
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+    yield from _DESCEND["properties"](validator, properties, instance, schema)
+
+
+def _properties_known(
+    validator: Validator, properties: Schema, instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
+    """`properties`, and kubectl's strict field validation: fields the schema does not
+    know are errors, unless it keeps unknown fields or is a map."""
+    yield from _DESCEND["properties"](validator, properties, instance, schema)
+    keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or (
+        "additionalProperties" in schema
+    )
+    if validator.is_type(instance, "object") and not keeps_unknown:
+        for key in instance:
+            if key not in properties:
+                yield ValidationError("unknown field", validator=_UNKNOWN_FIELD, path=[key])
+
+
+def _required(
+    validator: Validator, required: list[str], instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
+    """`required`, with the missing field in the error's path (the server names it)."""
+    if validator.is_type(instance, "object"):
+        for key in required:
+            if key not in instance:
+                yield ValidationError(f"{key!r} is a required property", path=[key])
+
+
+def _cel_rules(
+    validator: Validator, rules: list[dict[str, str]], instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
+    """x-kubernetes-validations: each rule's CEL, with `self` the object it is on."""
+    activation = {"self": json_to_cel(instance)}
+    for rule in rules:
+        if not _holds(rule["rule"], activation):
+            yield ValidationError(rule["message"])
+
+
+def _holds(rule: str, activation: dict[str, Any]) -> bool:
+    try:
+        result = _program(rule).evaluate(activation)
+    except CELEvalError:
+        return False  # the API server rejects an object its rule cannot evaluate
+    return not isinstance(result, CELEvalError) and bool(result)
+
+
+def _validator_class(keywords: Mapping[str, Any]) -> Any:
+    """A validator class of the library, with OpenAPI 3.0's types, that runs `keywords`."""
+    return validators.create(
+        meta_schema=OAS30Validator.META_SCHEMA,
+        validators=keywords,
+        type_checker=OAS30Validator.TYPE_CHECKER,
+        id_of=OAS30Validator.ID_OF,
+    )
+
+
+# Walks the schema, defaulting on the way.
+_Defaulter = _validator_class({**_DESCEND, "properties": _default_properties})
+# OpenAPI 3.0 validation with the API server's strict fields and required fields.
+_SchemaChecker = _validator_class(
+    {**_OPENAPI, "properties": _properties_known, "required": _required}
+)
+# Walks the schema, evaluating the CEL rules on the way.
+_RuleChecker = _validator_class({**_DESCEND, "x-kubernetes-validations": _cel_rules})
+_CEL = celpy.Environment()
+
+
+@functools.cache
+def _program(rule: str) -> celpy.Runner:
+    """A rule compiled once per process (compiling costs far more than evaluating)."""
+    return _CEL.program(_CEL.compile(rule))
+
+
+class _Checks:
+    """The generated schema's checkers, built once: validation runs per job generation."""
+
+    def __init__(self, root: Schema) -> None:
+        spec = root["properties"]["spec"]
+        self.defaults: Validator = _Defaulter(root)
+        self.schema: Validator = _SchemaChecker(root)
+        self.spec_rules: Validator = _RuleChecker(spec)
+        # The root object's own rules, not again those of its spec.
+        self.root_rules: Validator = _RuleChecker(
+            {k: v for k, v in root.items() if k != "properties"}
+        )
+
+
+@functools.cache
+def _checks() -> _Checks:
+    return _Checks(root_schema())
+
+
+# --- from the library's errors to the API server's messages ---------------------------
+
+
+def _messages(errors: Iterator[ValidationError]) -> list[str]:
+    found = list(errors)
+    # As on the API server, a value of the wrong type gets that one error only.
+    mistyped = {tuple(e.absolute_path) for e in found if e.validator == "type"}
+    lines = [
+        _line(e) for e in found if e.validator == "type" or tuple(e.absolute_path) not in mistyped
     ]
-    for key, item in value.items():
-        sub = props.get(key) or extra
-        if sub is not None:
-            errors += schema_errors(sub, item, f"{path}.{key}")
-        elif not schema.get("x-kubernetes-preserve-unknown-fields"):
-            # What kubectl's strict field validation (its default) reports; it catches
-            # misspelt fields, which the server would otherwise drop silently.
-            errors.append(f'unknown field "{path}.{key}"')
-    return errors
+    return list(dict.fromkeys(lines))
 
 
-def _is_type(value: Any, expected: str) -> bool:
-    if isinstance(value, bool) and expected != "boolean":
-        return False  # bool is an int in Python, not in JSON
-    return isinstance(value, _TYPES.get(expected, (object,)))
+def _line(error: ValidationError) -> str:
+    path = _path(error.absolute_path)
+    wording = SERVER_WORDING.get(str(error.validator))
+    value = error.instance
+    if wording is None:  # a keyword without the server's wording: the library's message
+        return f"{path}: Invalid value: {json.dumps(value)}: {error.message}"
+    want = error.validator_value
+    return wording.format(
+        path=path,
+        value=json.dumps(value),
+        got=_json_type(value),
+        want=want,
+        supported=", ".join(json.dumps(v) for v in want) if isinstance(want, list) else "",
+        count=len(value) if isinstance(value, list) else "",
+    )
+
+
+def _path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
 
 
 def _json_type(value: Any) -> str:
-    for name, types in (
-        ("boolean", (bool,)),
-        ("integer", (int,)),
-        ("number", (float,)),
-        ("string", (str,)),
-        ("array", (list,)),
-        ("object", (Mapping,)),
-    ):
-        if isinstance(value, types):
-            return name
-    return type(value).__name__
+    names = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    names |= {list: "array", dict: "object", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
-def _show(value: Any) -> str:
-    return json.dumps(value)
+def _plain(value: Any) -> Any:
+    """A deep copy as plain JSON data, which the libraries expect (YAML dates as text)."""
+    return json.loads(
+        json.dumps(value, default=lambda v: dict(v) if isinstance(v, Mapping) else str(v))
+    )
+
+
+def _run(errors: Iterator[ValidationError]) -> None:
+    """Walk the whole schema (what defaulting needs); a walker reports no errors."""
+    for _ in errors:
+        pass

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from multigpu_operator.api.spec import TRAINER_CONTAINER, Job, Mode
+from multigpu_operator.api.spec import Job, Mode
+from multigpu_operator.api.template import trainer_index
 from multigpu_operator.local.kubelet import LOCALHOST, LocalPlanError, expand, resolve_env
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.plan.pod import SHM_PATH
 
 __all__ = ["LocalPlan", "LocalPlanError", "LocalProcess", "Machine", "plan_local"]
 
-SHM_PATH = "/dev/shm"
 # Kubernetes' default terminationGracePeriodSeconds.
 DEFAULT_GRACE_PERIOD_S = 30
 CONTAINERS = "spec.template.spec.containers"
@@ -218,7 +219,8 @@ def _process(
 ) -> LocalProcess:
     name = str(pod["metadata"]["name"])
     spec = pod.get("spec", {})
-    container = _trainer(spec.get("containers", []))
+    containers = spec.get("containers", [])
+    container = containers[trainer_index(containers)]
     cname = str(container.get("name", ""))
     where = f"{CONTAINERS}[{cname}]"
     for source in container.get("envFrom", []) or []:
@@ -262,11 +264,6 @@ def _process(
         grace_period_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_S)),
         directories=tuple(mounts.values()),
     )
-
-
-def _trainer(containers: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    """The training container: the one named "trainer", else the first (as plan/pod.py)."""
-    return next((c for c in containers if c.get("name") == TRAINER_CONTAINER), containers[0])
 
 
 def _process_env(

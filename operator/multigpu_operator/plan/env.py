@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.spec import ElasticPolicy, Job, ModelParallelPolicy
+from multigpu_operator.api.lifecycle import ElasticPolicy
+from multigpu_operator.api.spec import Job, ModelParallelPolicy
 
 EnvVar = dict[str, Any]
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.spec import TRAINER_CONTAINER, Job, JobSpec
+from multigpu_operator.api.spec import Job, JobSpec
+from multigpu_operator.api.template import trainer_index
 from multigpu_operator.plan.env import EnvVar
 from multigpu_operator.plan.errors import PlanError
 from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
@@ -59,7 +60,7 @@ def build_pod(job: Job, index: int, env: Sequence[EnvVar]) -> dict[str, Any]:
     pod_spec.setdefault("enableServiceLinks", False)
 
     containers = _list(pod_spec.get("containers"), f"{path}.containers")
-    trainer = _trainer_index(containers, f"{path}.containers")
+    trainer = trainer_index(containers)
     container = containers[trainer]
     cpath = f"{path}.containers[{container.get('name') or trainer}]"
     _add_env(container, env, cpath)
@@ -103,13 +104,6 @@ def _metadata(job: Job, index: int, name: str, user: dict[str, Any]) -> dict[str
         metadata["annotations"] = {**annotations, **queue_annotations}
     metadata["ownerReferences"] = owner_references(job)
     return metadata
-
-
-def _trainer_index(containers: list[dict[str, Any]], path: str) -> int:
-    for i, container in enumerate(containers):
-        if container.get("name") == TRAINER_CONTAINER:
-            return i
-    return 0
 
 
 def _add_env(container: dict[str, Any], env: Sequence[EnvVar], cpath: str) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import env
 from multigpu_operator.plan.modes import ModeLayout
 
 
 def layout(job: Job, replicas: int) -> ModeLayout:
-    spec = replace(job.spec, replicas=replicas)
+    spec = job.spec.model_copy(update={"replicas": replicas})
     procs = spec.processes_per_replica
     return ModeLayout(
         world_size=spec.world_size,

@@ -7,8 +7,6 @@ stage = RANK (torch.distributed.pipelining, one stage per process).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from multigpu_operator.api.spec import Job, ModelParallelPolicy
 from multigpu_operator.plan import env
 from multigpu_operator.plan.modes import ModeLayout
@@ -17,7 +15,7 @@ from multigpu_operator.plan.modes import ModeLayout
 def stages(job: Job, replicas: int) -> int:
     """Pipeline stages: spec.modelParallel.stages, else one per process (several pods)
     or one per GPU of the single pod."""
-    spec = replace(job.spec, replicas=replicas)
+    spec = job.spec.model_copy(update={"replicas": replicas})
     policy = spec.model_parallel or ModelParallelPolicy()
     if policy.stages is not None:
         return policy.stages
@@ -25,7 +23,7 @@ def stages(job: Job, replicas: int) -> int:
 
 
 def layout(job: Job, replicas: int) -> ModeLayout:
-    spec = replace(job.spec, replicas=replicas)
+    spec = job.spec.model_copy(update={"replicas": replicas})
     policy = spec.model_parallel or ModelParallelPolicy()
     procs = spec.processes_per_replica
     pipeline = env.pipeline_env(stages(job, replicas), policy)

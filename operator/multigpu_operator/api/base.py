@@ -1,0 +1,38 @@
+"""Building blocks of the API declaration: the base model and the field markers.
+
+Every object of the MultiGPUJob API is an `ApiModel`: camelCase on the wire, snake_case
+in Python, immutable once read. The CRD schema is generated from these models
+(api/openapi.py), so a model's docstring is its description in `kubectl explain`, and
+`Field(default, ge=..., description=...)` states a field's default, bounds and
+description once for the API server, offline validation and the typed job alike.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+# Kubernetes' integer formats: the API server stores int32 fields as 32-bit numbers.
+Int32 = Annotated[int, Field(json_schema_extra={"format": "int32"})]
+Int64 = Annotated[int, Field(json_schema_extra={"format": "int64"})]
+
+# `X | None` means "may be omitted". A field that may also be given as null (and is
+# then stored as null) says so: `Annotated[X | None, Nullable]`.
+Nullable = Field(json_schema_extra={"nullable": True})
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_alias=True,
+        validate_by_name=True,
+        frozen=True,
+    )
+
+
+def defaulted_object(model: type[ApiModel]) -> Any:
+    """A sub-object the API server fills in as `{}` when omitted, and then its fields'
+    defaults; the typed job gets the same object with every default."""
+    return Field(default_factory=model, json_schema_extra={"default": {}})

@@ -1,0 +1,131 @@
+"""The status of a MultiGPUJob, declared once for the CRD's status schema.
+
+The operator writes status as plain data (policy/status.py builds it); these models say
+what the API server keeps of it (a field missing here is pruned on write) and what
+`kubectl explain` shows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
+
+Count = Annotated[Int32, Field(ge=0)]
+Generation = Annotated[Int64, Field(ge=0)]
+
+
+class Condition(ApiModel):
+    type: str = Field(description="Condition type: Created, Running, Succeeded or Failed.")
+    status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
+    reason: str | None = Field(
+        None, description="Machine-readable CamelCase reason for the last transition."
+    )
+    message: str | None = Field(None, description="Human-readable details.")
+    last_transition_time: datetime | None = Field(None, description="When status last changed.")
+    observed_generation: Generation | None = Field(
+        None, description="metadata.generation the condition was set for."
+    )
+
+
+class PodCounts(ApiModel):
+    """Pods of the job by phase."""
+
+    pending: Count | None = Field(None, description="Pods not yet running.")
+    running: Count | None = Field(None, description="Pods running.")
+    succeeded: Count | None = Field(None, description="Pods that exited 0.")
+    failed: Count | None = Field(None, description="Pods that failed.")
+
+
+class LastFailure(ApiModel):
+    """The most recent pod failure the operator acted on."""
+
+    pod: str | None = Field(None, description="The failed pod.")
+    replica_index: Annotated[int | None, Nullable] = Field(None, description="Its replica index.")
+    exit_code: Annotated[int | None, Nullable] = Field(
+        None, description="The trainer's exit code; null if the pod was lost."
+    )
+    reason: str | None = Field(None, description="Why it ended.")
+    attempt: Count | None = Field(None, description="The attempt it belonged to.")
+
+
+class JobStatus(ApiModel):
+    """Observed state of the job, written by the operator."""
+
+    phase: (
+        Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"] | None
+    ) = Field(
+        None,
+        description=(
+            "Pending until every pod runs (Elastic: minReplicas pods), then Running; "
+            "Restarting from a retried failure until the new attempt runs; Suspended "
+            "while spec.suspend is true; Succeeded when every pod succeeded (Elastic: "
+            "training finished); Failed when the job cannot continue. Succeeded and "
+            "Failed are final. docs/lifecycle.md has the rules."
+        ),
+    )
+    conditions: list[Condition] | None = Field(
+        None,
+        description="Latest observations of the job's state, one per type.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    replicas: Count | None = Field(
+        None, description="Pods that exist now (read by the scale subresource)."
+    )
+    selector: str | None = Field(
+        None, description="Label selector of the job's pods (read by the scale subresource)."
+    )
+    world_size: Count | None = Field(
+        None, description="Training processes in the current run (what WORLD_SIZE counts)."
+    )
+    pods: PodCounts | None = None
+    attempt: Count | None = Field(
+        None,
+        description=(
+            "Current attempt, from 1. A retry after a failure, a resume and a requeue "
+            "after a gang timeout each start a new one; pods carry it as the label "
+            "multigpu.dev/attempt."
+        ),
+    )
+    restarts: Count | None = Field(
+        None,
+        description=(
+            "Failures retried so far (new attempts, or Elastic pods replaced); at most "
+            "runPolicy.backoffLimit."
+        ),
+    )
+    last_failure: LastFailure | None = None
+    created_attempt: Count | None = Field(
+        None, description="The last attempt all of whose pods were seen created."
+    )
+    target_replicas: Count | None = Field(
+        None, description="Elastic: the pod count last planned (for scale events)."
+    )
+    counted_failures: list[str] | None = Field(
+        None, description="Elastic: UIDs of failed pods already counted as restarts."
+    )
+    unscheduled_since: datetime | None = Field(
+        None, description="Since when pods have been unschedulable (gang timer)."
+    )
+    below_min_since: datetime | None = Field(
+        None, description="Elastic: since when fewer than minReplicas pods run."
+    )
+    requeue_at: datetime | None = Field(
+        None, description="After a gang timeout with Requeue: when pods are created again."
+    )
+    start_time: datetime | None = Field(
+        None,
+        description=(
+            "When the operator first acted on the job, or its last resume "
+            "(activeDeadlineSeconds counts from here)."
+        ),
+    )
+    completion_time: datetime | None = Field(
+        None, description="When the job reached Succeeded or Failed."
+    )
+    observed_generation: Generation | None = Field(
+        None, description="metadata.generation this status reflects."
+    )

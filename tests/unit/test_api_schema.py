@@ -1,0 +1,136 @@
+"""How the API's typed declaration (api/spec.py and beside it) becomes the CRD's schema,
+and how offline validation reads that schema (api/openapi.py, api/validation.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from openapi_schema_validator import OAS30Validator
+
+from multigpu_operator.api.schema import root_schema, spec_schema
+from multigpu_operator.api.spec import Job, JobSpec
+from multigpu_operator.api.validation import SERVER_WORDING, validate, with_defaults
+
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
+
+
+def nodes(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every schema node with its dotted path; list items as `path[]`."""
+    yield path, node
+    for key, sub in node.get("properties", {}).items():
+        yield from nodes(sub, f"{path}.{key}" if path else key)
+    if isinstance(node.get("items"), dict):
+        yield from nodes(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from nodes(node["additionalProperties"], f"{path}{{}}")
+
+
+def test_every_server_default_is_stated_in_its_description() -> None:
+    described = [
+        (path, node["default"])
+        for path, node in nodes(root_schema())
+        if "default" in node and node["type"] in ("integer", "string")
+    ]
+    assert described
+    for path, default in described:
+        node = dict(nodes(root_schema()))[path]
+        assert node["description"].endswith(f" Default {default}."), path
+
+
+def test_only_declared_fields_are_nullable() -> None:
+    # `X | None` in the declaration means "may be omitted"; null must be asked for.
+    nullable = {path for path, node in nodes(root_schema()) if node.get("nullable")}
+    assert nullable == {
+        "spec.shmSize",
+        "status.lastFailure.replicaIndex",
+        "status.lastFailure.exitCode",
+    }
+
+
+def test_python_only_defaults_are_not_server_defaults() -> None:
+    # None and () mean "unset" in the typed job; the API server stores nothing for them.
+    spec = spec_schema()["properties"]
+    assert "default" not in spec["gpuProduct"]
+    assert "default" not in spec["modelParallel"]
+    assert "default" not in spec["runPolicy"]["properties"]["retryableExitCodes"]
+    assert spec["runPolicy"]["default"] == {}
+
+
+def test_the_schema_is_structural() -> None:
+    for path, node in nodes(root_schema()):
+        assert not {"$ref", "$defs", "anyOf", "title"} & set(node), path
+        if node is not root_schema():
+            assert "type" in node, path
+
+
+def test_every_checked_keyword_has_the_api_servers_wording() -> None:
+    # A new bound (maxLength, maxItems, ...) needs its line in SERVER_WORDING.
+    used = {key for _, node in nodes(root_schema()) for key in node}
+    walked = {"properties", "items", "additionalProperties"}
+    # Formats (int32, date-time) are not checked offline.
+    checked = (used & set(OAS30Validator.VALIDATORS)) - walked - {"format"}
+    assert checked
+    assert checked <= set(SERVER_WORDING)
+
+
+def test_the_typed_job_has_the_server_defaults() -> None:
+    raw = {"mode": "Elastic", "elastic": {"minReplicas": 1, "maxReplicas": 2}, "template": {}}
+    stored = with_defaults(spec_schema(), raw)
+    job = JobSpec.model_validate(raw)
+    assert job.master_port == stored["masterPort"]
+    assert job.run_policy.backoff_limit == stored["runPolicy"]["backoffLimit"]
+    assert job.gang.on_timeout == stored["gang"]["onTimeout"]
+    assert job.elastic is not None
+    assert job.elastic.max_restarts == stored["elastic"]["maxRestarts"]
+
+
+def test_the_typed_job_keeps_the_template_as_written() -> None:
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "x"}]}}
+    job = Job.from_object(
+        {"metadata": {"name": "j"}, "spec": {"mode": "DataParallel", "template": template}}
+    )
+    assert job.spec.template == template
+
+
+def test_shm_size_zero_means_none_in_the_typed_job() -> None:
+    assert (
+        JobSpec.model_validate({"mode": "DataParallel", "template": {}, "shmSize": "0"}).shm_size
+        is None
+    )
+    assert (
+        JobSpec.model_validate({"mode": "DataParallel", "template": {}, "shmSize": None}).shm_size
+        is None
+    )
+    assert JobSpec.model_validate({"mode": "DataParallel", "template": {}}).shm_size == "2Gi"
+
+
+def test_defaulting_is_the_servers() -> None:
+    raw = {
+        "mode": "DistributedDataParallel",
+        "masterPort": None,
+        "gpuProduct": None,
+        "template": {"spec": {"containers": [{"name": "t"}], "nodeSelector": None}},
+    }
+    out = with_defaults(spec_schema(), raw)
+    # A null with a default gets the default; without one it is pruned; nulls the
+    # schema does not declare (inside the pod spec) are kept, as the server keeps them.
+    assert out["masterPort"] == 29500
+    assert "gpuProduct" not in out
+    assert out["template"]["spec"]["nodeSelector"] is None
+    assert out["runPolicy"]["restartPolicy"] == "OnFailure"
+    assert raw["masterPort"] is None  # the input is not changed
+
+
+def test_a_wrong_type_gets_one_error() -> None:
+    assert validate({"mode": 5, "template": TEMPLATE}) == [
+        'spec.mode: Invalid value: "integer": spec.mode in body must be of type string: "integer"'
+    ]
+
+
+def test_errors_inside_lists_name_the_item() -> None:
+    bad = {"spec": {"containers": [{"name": "a"}, None]}}
+    assert validate({"mode": "DataParallel", "template": bad}) == [
+        'spec.template.spec.containers[1]: Invalid value: "null": '
+        'spec.template.spec.containers[1] in body must be of type object: "null"'
+    ]
