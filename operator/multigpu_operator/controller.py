@@ -26,8 +26,8 @@ from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.decision import StatusUpdate
 from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.step import StatusUpdate
 from multigpu_operator.reconcile import decide
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,7 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.decision import Decision
-from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
 
 Step = Callable[[Observed, Progress], Outcome]
 

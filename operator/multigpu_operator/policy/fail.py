@@ -10,8 +10,7 @@ from typing import Any
 
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import Conditions, cleared, condition
-from multigpu_operator.policy.decision import StatusUpdate
-from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.step import Outcome, StatusUpdate
 from multigpu_operator.policy.timestamps import rfc3339
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 from multigpu_operator.api import names
 from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
-from multigpu_operator.policy.decision import Decision
 from multigpu_operator.policy.pods import count_pods, name_of
-from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
 from multigpu_operator.policy.timestamps import rfc3339
 
 # Status fields that describe a wait in progress: dropped unless this pass re-sets them.

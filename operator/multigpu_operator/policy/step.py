@@ -1,5 +1,5 @@
-"""The shape of a reconcile step (pure): what it sees, the counters it may move, and the
-outcome it returns.
+"""The shapes of a reconcile pass (pure): what a step sees, the counters it may move, the
+outcome it returns, and what the whole pass decides.
 
 decide() (reconcile.py) runs the steps in order. Each gets the same read-only snapshot of
 the job (Observed) and the counters as the steps before it left them (Progress), and
@@ -104,3 +104,27 @@ class Outcome:
             progress=self.progress if later.progress is None else later.progress,
             stop=self.stop if later.stop is None else later.stop,
         )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one pass (reconcile.decide) decides and the controller carries out: the status
+    to write, then the pods to delete and create, and when to look again."""
+
+    status: dict[str, Any]
+    events: tuple[Event, ...]  # posted once the status is written
+    entered: Phase | None  # the phase the job entered in this pass, if it changed
+    create_pods: tuple[dict[str, Any], ...] = ()
+    delete_pods: tuple[str, ...] = ()
+    delete_job: bool = False
+    requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
+    restarts: int = 0  # restarts decided in this pass
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """A status to write outside a pass (policy/fail.py's invalid_job)."""
+
+    status: dict[str, Any]
+    events: tuple[Event, ...]
+    entered: Phase | None  # the phase the job entered with this update, if it changed
