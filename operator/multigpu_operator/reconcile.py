@@ -34,7 +34,7 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
+from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
 
 Step = Callable[[Observed, Progress], Outcome]
 
@@ -59,14 +59,14 @@ def decide(
 ) -> Decision:
     seen = Observed(job, desired, tuple(pods), previous, now)
     progress = Progress.from_status(previous, now)
-    decided = Outcome()
+    outcomes: list[Outcome] = []
     for step in STEPS:
         outcome = step(seen, progress)
-        decided = decided.then(outcome)
+        outcomes.append(outcome)
         progress = outcome.progress or progress
-        if decided.stop is not None:
+        if outcome.stop is not None:
             break
-    phase = decided.stop or status.phase(seen, progress)
+    phase = outcomes[-1].stop or status.phase(seen, progress)
     if phase in TERMINAL:
-        decided = decided.then(cleanup.after_finish(seen))  # clean-pod policy, TTL
-    return status.conclude(seen, progress, decided, phase)
+        outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
+    return status.conclude(seen, progress, merged(outcomes), phase)

@@ -8,7 +8,7 @@ import pytest
 
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.step import Outcome, Progress
+from multigpu_operator.policy.step import Outcome, Progress, merged
 from support.policy import T0, at, elastic_job, job, observed, pod, progress
 
 RESTARTING = condition(ConditionType.RESTARTING, True, "PodFailed", "m")
@@ -16,7 +16,7 @@ SCALED = Event("Normal", "Scaled", "m")
 
 
 @pytest.mark.parametrize(
-    ("first", "later", "merged"),
+    ("first", "later", "expected"),
     [
         pytest.param(Outcome(), Outcome(), Outcome(), id="empty"),
         pytest.param(
@@ -49,8 +49,21 @@ SCALED = Event("Normal", "Scaled", "m")
         ),
     ],
 )
-def test_outcomes_merge_in_order(first: Outcome, later: Outcome, merged: Outcome) -> None:
-    assert first.then(later) == merged
+def test_outcomes_merge_in_order(first: Outcome, later: Outcome, expected: Outcome) -> None:
+    assert first.then(later) == expected
+    assert merged([first, later]) == expected
+
+
+def test_a_pass_merges_its_outcomes_at_once() -> None:
+    steps = [
+        Outcome(delete_pods=("job-0",), progress=progress(2)),
+        Outcome(),
+        Outcome(delete_pods=("job-1",), stop=Phase.PENDING),
+    ]
+    assert merged(steps) == Outcome(
+        delete_pods=("job-0", "job-1"), progress=progress(2), stop=Phase.PENDING
+    )
+    assert merged([]) == Outcome()
 
 
 @pytest.mark.parametrize(
@@ -80,6 +93,14 @@ def test_current_pods(
 ) -> None:
     seen = observed(elastic_job() if elastic else job(), pods)
     assert [p["metadata"]["name"] for p in seen.current(attempt)] == current
+
+
+def test_older_and_up_to_an_attempt() -> None:
+    seen = observed(pods=[pod(0, attempt=1), pod(1, attempt=2), pod(2, attempt=1, deleting=True)])
+    assert [p["metadata"]["name"] for p in seen.older(2)] == ["job-0"]
+    assert seen.older(1) == ()
+    assert [p["metadata"]["name"] for p in seen.up_to(1)] == ["job-0"]
+    assert [p["metadata"]["name"] for p in seen.up_to(2)] == ["job-0", "job-1"]
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,12 @@ from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import cleared, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.failures import Failure, failures, lost_pod
-from multigpu_operator.policy.pods import attempt_of, name_of
+from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
 def failures_and_restarts(seen: Observed, progress: Progress) -> Outcome:
-    old = tuple(name_of(p) for p in seen.live if attempt_of(p) < progress.attempt)
+    old = tuple(name_of(p) for p in seen.older(progress.attempt))
     replace_failed = elastic_failures if seen.elastic else attempt_failure
     return Outcome(delete_pods=old).then(replace_failed(seen, progress))
 
@@ -52,7 +52,7 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
             condition(ConditionType.RESTARTING, True, "PodFailed", msg, always_event=True),
             cleared(ConditionType.RUNNING, "Restarting", msg),
         ),
-        delete_pods=tuple(name_of(p) for p in seen.live if attempt_of(p) < attempt),
+        delete_pods=tuple(name_of(p) for p in seen.older(attempt)),
         progress=replace(progress, attempt=attempt, restarts=progress.restarts + 1),
         stop=Phase.RESTARTING,
     )

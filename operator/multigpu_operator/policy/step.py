@@ -9,10 +9,9 @@ ends the pass. No step changes anything another step holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
@@ -34,31 +33,39 @@ class Observed:
     pods: tuple[Pod, ...]  # the job's pods as the cache has them, being deleted or not
     previous: Mapping[str, Any]  # the status written before this pass
     now: datetime
+    # Read once from the above (a pass reads them many times):
+    live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
+    elastic: bool = field(init=False)
+    previous_phase: Phase | None = field(init=False)
+    # Each live pod with the attempt that created it.
+    _by_attempt: tuple[tuple[int, Pod], ...] = field(init=False, repr=False)
 
-    @cached_property
-    def live(self) -> tuple[Pod, ...]:
-        """Pods not being deleted."""
-        return tuple(p for p in self.pods if not being_deleted(p))
-
-    @property
-    def elastic(self) -> bool:
-        return self.job.spec.mode is Mode.ELASTIC
-
-    @cached_property
-    def previous_phase(self) -> Phase | None:
+    def __post_init__(self) -> None:
+        live = tuple(p for p in self.pods if not being_deleted(p))
         phase = self.previous.get("phase")
-        return Phase(phase) if phase else None
+        object.__setattr__(self, "live", live)
+        object.__setattr__(self, "elastic", self.job.spec.mode is Mode.ELASTIC)
+        object.__setattr__(self, "previous_phase", Phase(phase) if phase else None)
+        object.__setattr__(self, "_by_attempt", tuple((attempt_of(p), p) for p in live))
 
     def had_condition(self, ctype: ConditionType) -> bool:
         """Whether the previous status has this condition, True or False."""
         return any(c["type"] == ctype for c in self.previous.get("conditions", []))
 
-    def current(self, attempt: int) -> list[Pod]:
+    def current(self, attempt: int) -> tuple[Pod, ...]:
         """Live pods of `attempt`. Elastic: every live pod up to it is a member; pods of a
         newer attempt (seen through a stale status) are never touched."""
         if self.elastic:
-            return [p for p in self.live if attempt_of(p) <= attempt]
-        return [p for p in self.live if attempt_of(p) == attempt]
+            return self.up_to(attempt)
+        return tuple(p for a, p in self._by_attempt if a == attempt)
+
+    def up_to(self, attempt: int) -> tuple[Pod, ...]:
+        """Live pods of `attempt` and the attempts before it."""
+        return tuple(p for a, p in self._by_attempt if a <= attempt)
+
+    def older(self, attempt: int) -> tuple[Pod, ...]:
+        """Live pods of the attempts before `attempt`."""
+        return tuple(p for a, p in self._by_attempt if a < attempt)
 
 
 @dataclass(frozen=True)
@@ -94,16 +101,37 @@ class Outcome:
 
     def then(self, later: Outcome) -> Outcome:
         """This outcome followed by a later step's."""
-        return Outcome(
-            status={**self.status, **later.status},
-            changes=self.changes + later.changes,
-            delete_pods=self.delete_pods + later.delete_pods,
-            create_pods=self.create_pods + later.create_pods,
-            wake_after=self.wake_after + later.wake_after,
-            delete_job=self.delete_job or later.delete_job,
-            progress=self.progress if later.progress is None else later.progress,
-            stop=self.stop if later.stop is None else later.stop,
-        )
+        return merged((self, later))
+
+
+def merged(outcomes: Sequence[Outcome]) -> Outcome:
+    """Outcomes in the order they were decided, as one: later status fields, counters and
+    stop win; everything else is kept in order."""
+    status: dict[str, Any] = {}
+    changes: list[ConditionChange | Event] = []
+    delete_pods: list[str] = []
+    create_pods: list[dict[str, Any]] = []
+    wake_after: list[float] = []
+    delete_job, progress, stop = False, None, None
+    for outcome in outcomes:
+        status.update(outcome.status)
+        changes += outcome.changes
+        delete_pods += outcome.delete_pods
+        create_pods += outcome.create_pods
+        wake_after += outcome.wake_after
+        delete_job = delete_job or outcome.delete_job
+        progress = outcome.progress or progress
+        stop = outcome.stop or stop
+    return Outcome(
+        status,
+        tuple(changes),
+        tuple(delete_pods),
+        tuple(create_pods),
+        tuple(wake_after),
+        delete_job,
+        progress,
+        stop,
+    )
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import Event, cleared, condition
-from multigpu_operator.policy.pods import attempt_of, name_of
+from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
@@ -24,7 +24,7 @@ def suspend(seen: Observed, progress: Progress) -> Outcome:
     stale status)."""
     msg = "spec.suspend is true: the job's pods are deleted until it is resumed"
     return Outcome(
-        delete_pods=tuple(name_of(p) for p in seen.live if attempt_of(p) <= progress.attempt),
+        delete_pods=tuple(name_of(p) for p in seen.up_to(progress.attempt)),
         changes=(
             condition(ConditionType.SUSPENDED, True, "Suspended", msg),
             cleared(ConditionType.RUNNING, "Suspended", msg),
