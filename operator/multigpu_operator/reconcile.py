@@ -66,7 +66,7 @@ def decide(
         progress = outcome.progress or progress
         if outcome.stop is not None:
             break
-    phase = outcomes[-1].stop or status.phase(seen, progress)
+    phase = outcomes[-1].stop or status.phase_of(seen, progress)
     if phase in TERMINAL:
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
     return status.conclude(seen, progress, merged(outcomes), phase)

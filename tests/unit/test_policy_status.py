@@ -9,7 +9,7 @@ import pytest
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.status import conclude, phase
+from multigpu_operator.policy.status import conclude, phase_of
 from multigpu_operator.policy.step import Outcome
 from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
 
@@ -51,7 +51,7 @@ def done(index: int) -> dict[str, Any]:
 def test_phase(
     j: Job, pods: list[dict[str, Any]], previous: dict[str, Any], expected: Phase
 ) -> None:
-    assert phase(observed(j, pods, previous), progress()) == expected
+    assert phase_of(observed(j, pods, previous), progress()) == expected
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:

@@ -17,7 +17,7 @@ from multigpu_operator.policy.timestamps import rfc3339
 _TRANSIENT = ("unscheduledSince", "belowMinSince", "requeueAt", "countedFailures")
 
 
-def phase(seen: Observed, progress: Progress) -> Phase:
+def phase_of(seen: Observed, progress: Progress) -> Phase:
     """The phase of a pass that no step ended: from the current attempt's pods."""
     counts = count_pods(seen.current(progress.attempt))
     expected = len(seen.desired.pods)
