@@ -20,19 +20,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import Phase
 from multigpu_operator.api.validation import validate_object
 from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.status import Phase, StatusUpdate, failed_status
+from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.step import StatusUpdate
 from multigpu_operator.reconcile import decide
 
 log = logging.getLogger(__name__)
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Controller:
@@ -220,7 +218,7 @@ class Controller:
         generation = int(body["metadata"].get("generation", 1))
         previous = body.get("status") or {}
         await self._write_status(
-            body, failed_status(previous, generation, reason, message, now_rfc3339())
+            body, invalid_job(previous, generation, reason, message, datetime.now(UTC))
         )
 
     async def _write_status(self, body: dict[str, Any], update: StatusUpdate) -> bool:

@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from multigpu_operator.api.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
-from multigpu_operator.policy.status import Phase
+from multigpu_operator.api.status import Phase
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.decision import Decision
+from multigpu_operator.policy.step import Decision
 from multigpu_operator.reconcile import decide
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import REGISTRY, generate_latest
 
 from multigpu_operator import metrics
-from multigpu_operator.policy.status import Phase
+from multigpu_operator.api.status import Phase
 
 JOBS = [
     {

@@ -1,12 +1,14 @@
-"""The status of a MultiGPUJob, declared once for the CRD's status schema.
+"""The status of a MultiGPUJob: its vocabulary (phases, condition types) and its schema.
 
-The operator writes status as plain data (policy/status.py builds it); these models say
-what the API server keeps of it (a field missing here is pruned on write) and what
-`kubectl explain` shows.
+Phases and condition types are API: users, kubectl columns, dashboards and alert rules read
+them, so every layer above imports them from here. The models say what the API server
+keeps of the status the operator writes as plain data (policy/status.py builds it; a field
+missing here is pruned on write) and what `kubectl explain` shows.
 """
 
 from __future__ import annotations
 
+import enum
 from datetime import datetime
 from typing import Annotated, Literal
 
@@ -14,12 +16,38 @@ from pydantic import Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
 
+
+class Phase(enum.StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+# Final: a job in one of these phases never changes phase again.
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+
+
+class ConditionType(enum.StrEnum):
+    """In the order a job's conditions are listed in its status."""
+
+    CREATED = "Created"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
 Count = Annotated[Int32, Field(ge=0)]
 Generation = Annotated[Int64, Field(ge=0)]
 
 
 class Condition(ApiModel):
-    type: str = Field(description="Condition type: Created, Running, Succeeded or Failed.")
+    type: str = Field(description=f"Condition type: {', '.join(ConditionType)}.")
     status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
     reason: str | None = Field(
         None, description="Machine-readable CamelCase reason for the last transition."
@@ -55,9 +83,7 @@ class LastFailure(ApiModel):
 class JobStatus(ApiModel):
     """Observed state of the job, written by the operator."""
 
-    phase: (
-        Literal["Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed"] | None
-    ) = Field(
+    phase: Phase | None = Field(
         None,
         description=(
             "Pending until every pod runs (Elastic: minReplicas pods), then Running; "

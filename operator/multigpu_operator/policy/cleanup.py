@@ -1,25 +1,52 @@
-"""What is left of a finished job: which pods the clean-pod policy deletes, and when the
-job itself is deleted (ttlSecondsAfterFinished) (pure)."""
+"""A finished job: it stays finished, the clean-pod policy deletes what it names, and
+ttlSecondsAfterFinished deletes the job itself (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from multigpu_operator.api.lifecycle import CleanPodPolicy
+from multigpu_operator.api.status import TERMINAL
+from multigpu_operator.policy.pods import being_deleted, name_of
+from multigpu_operator.policy.step import Observed, Outcome, Pod, Progress
+from multigpu_operator.policy.timestamps import parse_time, rfc3339
 
 _FINISHED = ("Succeeded", "Failed")
 
 
-def pods_to_clean(pods: Sequence[Mapping[str, Any]], policy: CleanPodPolicy) -> list[str]:
+def stay_finished(seen: Observed, progress: Progress) -> Outcome:
+    """Succeeded and Failed are final: the pass ends in the phase the job had."""
+    if seen.previous_phase in TERMINAL:
+        return Outcome(stop=seen.previous_phase)
+    return Outcome()
+
+
+def after_finish(seen: Observed) -> Outcome:
+    """For a job that is finished (or finishes in this pass): when it finished, the pods
+    to clean up, and when (or whether now) the job is deleted."""
+    policy = seen.job.spec.run_policy
+    completion = parse_time(seen.previous.get("completionTime")) or seen.now
+    finished = Outcome(
+        status={"completionTime": rfc3339(completion)},
+        delete_pods=tuple(pods_to_clean(seen.live, policy.clean_pod_policy)),
+    )
+    due = ttl_due(completion, policy.ttl_seconds_after_finished)
+    if due is None:
+        return finished
+    if seen.now >= due:
+        return finished.then(Outcome(delete_job=True))
+    return finished.then(Outcome(wake_after=((due - seen.now).total_seconds(),)))
+
+
+def pods_to_clean(pods: Sequence[Pod], policy: CleanPodPolicy) -> list[str]:
     """Names of the live pods `policy` deletes once the job has finished."""
-    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    live = [p for p in pods if not being_deleted(p)]
     if policy is CleanPodPolicy.NONE:
         return []
     if policy is CleanPodPolicy.RUNNING:
         live = [p for p in live if p.get("status", {}).get("phase") not in _FINISHED]
-    return sorted(p["metadata"]["name"] for p in live)
+    return sorted(name_of(p) for p in live)
 
 
 def ttl_due(completion: datetime, ttl_seconds: int | None) -> datetime | None:

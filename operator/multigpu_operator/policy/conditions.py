@@ -1,25 +1,17 @@
 """A job's conditions: one per type, changed only on transitions, each transition an Event.
 
-Pure: built from the previous status, it records what a reconcile pass decides and hands
-back the new list and the events to post.
+Steps describe what they want as ConditionChange values (`condition`, `cleared`) and
+Events; decide() applies them, in the order the steps made them, to a Conditions built
+from the previous status, which hands back the new list and the events to post.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-
-class ConditionType(enum.StrEnum):
-    CREATED = "Created"
-    SCHEDULED = "Scheduled"
-    RUNNING = "Running"
-    RESTARTING = "Restarting"
-    SUSPENDED = "Suspended"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
+from multigpu_operator.api.status import ConditionType
 
 
 @dataclass(frozen=True)
@@ -29,6 +21,33 @@ class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str
+    # An Event even when nothing changes: each restart is news even while restarting.
+    always_event: bool = False
+    # Only a condition that is True now is changed: the state it described has passed.
+    # A condition that never held is not shown (a job that never restarted has no
+    # Restarting condition at all).
+    only_if_true: bool = False
+
+
+def condition(
+    ctype: ConditionType, status: bool, reason: str, message: str, *, always_event: bool = False
+) -> ConditionChange:
+    """Record a condition; an Event is emitted when it turns True or its reason changes
+    (or every time, with always_event)."""
+    return ConditionChange(ctype, status, reason, message, always_event=always_event)
+
+
+def cleared(ctype: ConditionType, reason: str, message: str) -> ConditionChange:
+    """Set to False if it is True now (without an event)."""
+    return ConditionChange(ctype, False, reason, message, only_if_true=True)
 
 
 # Conditions whose True is bad news: their transitions are Warning events.
@@ -43,55 +62,35 @@ class Conditions:
         self._now = now
         self.events: list[Event] = []
 
-    def is_true(self, ctype: ConditionType) -> bool:
-        return self._by_type.get(ctype, {}).get("status") == "True"
+    def apply(self, changes: Iterable[ConditionChange | Event]) -> None:
+        """Condition changes and events, in the order they were decided."""
+        for change in changes:
+            if isinstance(change, Event):
+                self.events.append(change)
+                continue
+            old = self._by_type.get(change.type)
+            if not change.only_if_true or (old is not None and old.get("status") == "True"):
+                self._set(change)
 
-    def has(self, ctype: ConditionType) -> bool:
-        return ctype in self._by_type
-
-    def set(
-        self,
-        ctype: ConditionType,
-        status: bool,
-        reason: str,
-        message: str,
-        *,
-        always_event: bool = False,
-    ) -> None:
-        """Record a condition; an Event is emitted when its status or reason changes (or
-        every time, with always_event: each restart is news even while restarting).
-
-        Use clear() for a condition that should only be shown once it has held (a job that
-        never restarted has no Restarting condition at all).
-        """
-        old = self._by_type.get(ctype)
-        value = "True" if status else "False"
-        if old and old.get("status") == value and old.get("reason") == reason:
-            old["message"], old["observedGeneration"] = message, self._generation
-            if always_event:
-                self.event("Warning" if ctype in _WARNING_WHEN_TRUE else "Normal", reason, message)
+    def _set(self, change: ConditionChange) -> None:
+        old = self._by_type.get(change.type)
+        value = "True" if change.status else "False"
+        kind = "Warning" if change.type in _WARNING_WHEN_TRUE else "Normal"
+        if old and old.get("status") == value and old.get("reason") == change.reason:
+            old["message"], old["observedGeneration"] = change.message, self._generation
+            if change.always_event:
+                self.events.append(Event(kind, change.reason, change.message))
             return
-        self._by_type[ctype] = {
-            "type": str(ctype),
+        self._by_type[change.type] = {
+            "type": str(change.type),
             "status": value,
-            "reason": reason,
-            "message": message,
+            "reason": change.reason,
+            "message": change.message,
             "lastTransitionTime": self._now,
             "observedGeneration": self._generation,
         }
-        if status:
-            kind = "Warning" if ctype in _WARNING_WHEN_TRUE else "Normal"
-            self.events.append(Event(kind, reason, message))
-
-    def clear(self, ctype: ConditionType, reason: str, message: str) -> None:
-        """Set to False if present (without an event): the state it described has passed."""
-        old = self._by_type.get(ctype)
-        if old is not None and old.get("status") == "True":
-            self.set(ctype, False, reason, message)
-
-    def event(self, type_: str, reason: str, message: str) -> None:
-        """An Event for something that is not a condition change (a scale, a cleanup)."""
-        self.events.append(Event(type_, reason, message))
+        if change.status:
+            self.events.append(Event(kind, change.reason, change.message))
 
     def as_list(self) -> list[dict[str, Any]]:
         return sorted(self._by_type.values(), key=lambda c: _ORDER.get(c["type"], len(_ORDER)))

@@ -1,11 +1,21 @@
-"""Gang start: are enough of an attempt's pods scheduled, and if not, why not (pure)."""
+"""Gang start under spec.gang (pure): are enough of an attempt's pods scheduled, and if
+not, why not, and for how long the job waits before onTimeout applies."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
+
+from multigpu_operator.api.lifecycle import GangTimeoutAction
+from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.policy.conditions import condition
+from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.timestamps import parse_time, rfc3339
 
 # The scheduler's reason while a scheduling gate (e.g. Kueue's admission gate) holds a pod.
 SCHEDULING_GATED = "SchedulingGated"
@@ -28,6 +38,67 @@ class Scheduling:
         total = self.scheduled + self.unscheduled
         floor = f" (at least {needed} must be scheduled)" if needed < total else ""
         return f"{self.unscheduled} of {total} pods unscheduled{floor}: {self.why}"
+
+
+def gang_start(seen: Observed, progress: Progress) -> Outcome:
+    spec = seen.job.spec
+    if (
+        seen.elastic
+        and seen.previous.get("createdAttempt")
+        and seen.had_condition(ConditionType.RUNNING)
+    ):
+        return Outcome()  # a running elastic job is governed by elastic.below_min
+    current = [
+        p
+        for p in seen.current(progress.attempt)
+        if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    needed = spec.elastic.min_replicas if seen.elastic and spec.elastic else len(seen.desired.pods)
+    state = scheduling(current)
+    if current and state.scheduled >= needed:
+        if not seen.had_condition(ConditionType.SCHEDULED):
+            return Outcome()  # only news after a wait
+        msg = f"{state.scheduled} pods scheduled"
+        return Outcome(changes=(condition(ConditionType.SCHEDULED, True, "PodsScheduled", msg),))
+    if state.unschedulable == 0:
+        # Pods the scheduler has not looked at yet, or held by a scheduling gate (queued
+        # for admission): no timer runs.
+        if not state.gated:
+            return Outcome()
+        msg = f"{state.gated} pods held by a scheduling gate (waiting for admission)"
+        return Outcome(changes=(condition(ConditionType.SCHEDULED, False, SCHEDULING_GATED, msg),))
+    return _unschedulable(seen, progress, state.shortage(needed))
+
+
+def _unschedulable(seen: Observed, progress: Progress, shortage: str) -> Outcome:
+    """The gang timer runs from status.unscheduledSince; then onTimeout applies."""
+    gang = seen.job.spec.gang
+    since = parse_time(seen.previous.get("unscheduledSince")) or seen.now
+    waited = (seen.now - since).total_seconds()
+    if waited < gang.timeout_seconds:
+        return Outcome(
+            status={"unscheduledSince": rfc3339(since)},
+            changes=(condition(ConditionType.SCHEDULED, False, UNSCHEDULABLE, shortage),),
+            wake_after=(gang.timeout_seconds - waited,),
+        )
+    msg = f"after gang.timeoutSeconds ({gang.timeout_seconds}s) {shortage}"
+    if gang.on_timeout is GangTimeoutAction.FAIL:
+        return fail("GangTimeout", msg)
+    if gang.on_timeout is GangTimeoutAction.WAIT:
+        still = f"{msg}; still waiting"
+        return Outcome(
+            status={"unscheduledSince": rfc3339(since)},
+            changes=(condition(ConditionType.SCHEDULED, False, "GangTimeout", still),),
+        )
+    at = rfc3339(seen.now + timedelta(seconds=gang.requeue_after_seconds))
+    released = f"{msg}; released its pods, retrying at {at}"
+    return Outcome(
+        status={"requeueAt": at},
+        changes=(condition(ConditionType.SCHEDULED, False, "GangTimeout", released),),
+        delete_pods=tuple(name_of(p) for p in seen.current(progress.attempt)),
+        wake_after=(gang.requeue_after_seconds,),
+        stop=Phase.PENDING,
+    )
 
 
 def scheduling(pods: Sequence[Mapping[str, Any]]) -> Scheduling:

@@ -1,0 +1,45 @@
+"""Failing a job, the one way: every step that gives up, and the controller when it
+cannot plan a job's spec or create its pods, fail a job with these condition changes
+(pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.policy.conditions import Conditions, cleared, condition
+from multigpu_operator.policy.step import Outcome, StatusUpdate
+from multigpu_operator.policy.timestamps import rfc3339
+
+
+def fail(reason: str, message: str) -> Outcome:
+    """The pass ends here with the job Failed."""
+    return Outcome(
+        changes=(
+            cleared(ConditionType.RUNNING, reason, message),
+            cleared(ConditionType.RESTARTING, reason, message),
+            condition(ConditionType.FAILED, True, reason, message),
+        ),
+        stop=Phase.FAILED,
+    )
+
+
+def invalid_job(
+    previous: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
+) -> StatusUpdate:
+    """The job cannot run as written (its spec cannot be planned, or the API server
+    refused its pods): it fails, and nothing else of its status changes."""
+    if previous.get("phase") == Phase.FAILED:
+        return StatusUpdate(dict(previous), (), None)
+    conditions = Conditions(previous, generation, rfc3339(now))
+    conditions.apply(fail(reason, message).changes)
+    status = {
+        **previous,
+        "phase": str(Phase.FAILED),
+        "conditions": conditions.as_list(),
+        "observedGeneration": generation,
+        "completionTime": rfc3339(now),
+    }
+    return StatusUpdate(status, tuple(conditions.events), Phase.FAILED)

@@ -1,0 +1,90 @@
+"""Failed pods as the operator reads them: which replica, which exit code, and whether
+something outside the pod ended it (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from multigpu_operator.api import names
+from multigpu_operator.policy.pods import name_of
+
+
+@dataclass(frozen=True)
+class Failure:
+    pod: str
+    replica: str  # the replica index, as the pod's label has it ("?" if it has none)
+    exit_code: int | None
+    reason: str
+    uid: str = ""
+    # Ended by something outside the pod (its node lost, eviction, preemption): Kubernetes
+    # marks such pods with a DisruptionTarget condition.
+    disrupted: bool = False
+
+    def message(self) -> str:
+        code = f" with exit code {self.exit_code}" if self.exit_code is not None else ""
+        return f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}"
+
+    def as_status(self, attempt: int) -> dict[str, Any]:
+        return {
+            "pod": self.pod,
+            "replicaIndex": int(self.replica) if self.replica.isdigit() else None,
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "attempt": attempt,
+        }
+
+
+def lost_pod(name: str, index: int) -> Failure:
+    """A pod of a running attempt that disappeared: its node was lost, or it was evicted
+    or deleted. There is no exit code."""
+    return Failure(name, str(index), None, "pod deleted (node lost, evicted or deleted by hand)")
+
+
+def first_failure(pods: Sequence[Mapping[str, Any]]) -> Failure | None:
+    """The failed pod that finished first, with its trainer's exit code and reason."""
+    found = failures(pods)
+    return found[0] if found else None
+
+
+def failures(pods: Sequence[Mapping[str, Any]]) -> list[Failure]:
+    """Every failed pod, the first to finish first."""
+    failed = [p for p in pods if p.get("status", {}).get("phase") == "Failed"]
+
+    def finished(p: Mapping[str, Any]) -> str:
+        term = _terminated(p)
+        return str(term.get("finishedAt", "")) if term else ""
+
+    failed.sort(key=lambda p: (finished(p), name_of(p)))
+    return [_failure(p) for p in failed]
+
+
+def _failure(pod: Mapping[str, Any]) -> Failure:
+    replica = pod["metadata"].get("labels", {}).get(names.LABEL_REPLICA_INDEX, "?")
+    uid = pod["metadata"].get("uid", "")
+    for cond in pod.get("status", {}).get("conditions", []) or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            reason = f"disrupted ({cond.get('reason') or 'DisruptionTarget'})"
+            return Failure(name_of(pod), replica, None, reason, uid, disrupted=True)
+    term = _terminated(pod)
+    return Failure(
+        pod=name_of(pod),
+        replica=replica,
+        exit_code=int(term["exitCode"]) if term and "exitCode" in term else None,
+        reason=(term or {}).get("reason") or pod.get("status", {}).get("reason") or "Failed",
+        uid=uid,
+    )
+
+
+def _terminated(pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """How the pod ended: the first container that is the trainer or exited non-zero, else
+    the first container."""
+    statuses = pod.get("status", {}).get("containerStatuses", []) or []
+    for cs in statuses:
+        term = cs.get("state", {}).get("terminated")
+        if term and (cs.get("name") == "trainer" or term.get("exitCode", 0) != 0):
+            return dict(term)
+    if statuses and statuses[0].get("state", {}).get("terminated"):
+        return dict(statuses[0]["state"]["terminated"])
+    return None

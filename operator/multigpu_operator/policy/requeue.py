@@ -1,0 +1,30 @@
+"""The wait after a gang timeout with onTimeout Requeue (pure): until status.requeueAt the
+job has no pods; then a fresh attempt starts, not counted as a restart."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from multigpu_operator.api.status import Phase
+from multigpu_operator.policy.conditions import Event
+from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.timestamps import parse_time
+
+
+def wait_to_requeue(seen: Observed, progress: Progress) -> Outcome:
+    at = parse_time(seen.previous.get("requeueAt"))
+    if at is None:
+        return Outcome()
+    if seen.now < at:
+        return Outcome(
+            status={"requeueAt": seen.previous["requeueAt"]},
+            delete_pods=tuple(name_of(p) for p in seen.current(progress.attempt)),
+            wake_after=((at - seen.now).total_seconds(),),
+            stop=Phase.PENDING,
+        )
+    attempt = progress.attempt + 1
+    return Outcome(
+        changes=(Event("Normal", "Requeued", f"gang timeout passed: starting attempt {attempt}"),),
+        progress=replace(progress, attempt=attempt),
+    )

@@ -1,0 +1,158 @@
+"""The shapes of a reconcile pass (pure): what a step sees, the counters it may move, the
+outcome it returns, and what the whole pass decides.
+
+decide() (reconcile.py) runs the steps in order. Each gets the same read-only snapshot of
+the job (Observed) and the counters as the steps before it left them (Progress), and
+returns an Outcome; decide() merges the outcomes in order and stops at the first that
+ends the pass. No step changes anything another step holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from multigpu_operator.api.spec import Job, Mode
+from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.conditions import ConditionChange, Event
+from multigpu_operator.policy.pods import attempt_of, being_deleted
+from multigpu_operator.policy.timestamps import parse_time
+
+Pod = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One job as this pass sees it: never changed by a step."""
+
+    job: Job
+    desired: DesiredState
+    pods: tuple[Pod, ...]  # the job's pods as the cache has them, being deleted or not
+    previous: Mapping[str, Any]  # the status written before this pass
+    now: datetime
+    # Read once from the above (a pass reads them many times):
+    live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
+    elastic: bool = field(init=False)
+    previous_phase: Phase | None = field(init=False)
+    # Each live pod with the attempt that created it.
+    _by_attempt: tuple[tuple[int, Pod], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        live = tuple(p for p in self.pods if not being_deleted(p))
+        phase = self.previous.get("phase")
+        object.__setattr__(self, "live", live)
+        object.__setattr__(self, "elastic", self.job.spec.mode is Mode.ELASTIC)
+        object.__setattr__(self, "previous_phase", Phase(phase) if phase else None)
+        object.__setattr__(self, "_by_attempt", tuple((attempt_of(p), p) for p in live))
+
+    def had_condition(self, ctype: ConditionType) -> bool:
+        """Whether the previous status has this condition, True or False."""
+        return any(c["type"] == ctype for c in self.previous.get("conditions", []))
+
+    def current(self, attempt: int) -> tuple[Pod, ...]:
+        """Live pods of `attempt`. Elastic: every live pod up to it is a member; pods of a
+        newer attempt (seen through a stale status) are never touched."""
+        if self.elastic:
+            return self.up_to(attempt)
+        return tuple(p for a, p in self._by_attempt if a == attempt)
+
+    def up_to(self, attempt: int) -> tuple[Pod, ...]:
+        """Live pods of `attempt` and the attempts before it."""
+        return tuple(p for a, p in self._by_attempt if a <= attempt)
+
+    def older(self, attempt: int) -> tuple[Pod, ...]:
+        """Live pods of the attempts before `attempt`."""
+        return tuple(p for a, p in self._by_attempt if a < attempt)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The counters that steps move and later steps read."""
+
+    attempt: int
+    restarts: int
+    start: datetime  # when runPolicy.activeDeadlineSeconds started counting
+
+    @classmethod
+    def from_status(cls, previous: Mapping[str, Any], now: datetime) -> Progress:
+        return cls(
+            attempt=int(previous.get("attempt", 1)),
+            restarts=int(previous.get("restarts", 0)),
+            start=parse_time(previous.get("startTime")) or now,
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one step decided; every field is optional."""
+
+    status: Mapping[str, Any] = field(default_factory=dict)  # status fields to set
+    # Condition changes and events, in the order decided.
+    changes: tuple[ConditionChange | Event, ...] = ()
+    delete_pods: tuple[str, ...] = ()
+    create_pods: tuple[dict[str, Any], ...] = ()
+    wake_after: tuple[float, ...] = ()  # seconds until a timer of this step is due
+    delete_job: bool = False
+    progress: Progress | None = None  # the counters, if this step moved them
+    stop: Phase | None = None  # the pass ends here, in this phase
+
+    def then(self, later: Outcome) -> Outcome:
+        """This outcome followed by a later step's."""
+        return merged((self, later))
+
+
+def merged(outcomes: Sequence[Outcome]) -> Outcome:
+    """Outcomes in the order they were decided, as one: later status fields, counters and
+    stop win; everything else is kept in order."""
+    status: dict[str, Any] = {}
+    changes: list[ConditionChange | Event] = []
+    delete_pods: list[str] = []
+    create_pods: list[dict[str, Any]] = []
+    wake_after: list[float] = []
+    delete_job, progress, stop = False, None, None
+    for outcome in outcomes:
+        status.update(outcome.status)
+        changes += outcome.changes
+        delete_pods += outcome.delete_pods
+        create_pods += outcome.create_pods
+        wake_after += outcome.wake_after
+        delete_job = delete_job or outcome.delete_job
+        progress = outcome.progress or progress
+        stop = outcome.stop or stop
+    return Outcome(
+        status,
+        tuple(changes),
+        tuple(delete_pods),
+        tuple(create_pods),
+        tuple(wake_after),
+        delete_job,
+        progress,
+        stop,
+    )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one pass (reconcile.decide) decides and the controller carries out: the status
+    to write, then the pods to delete and create, and when to look again."""
+
+    status: dict[str, Any]
+    events: tuple[Event, ...]  # posted once the status is written
+    entered: Phase | None  # the phase the job entered in this pass, if it changed
+    create_pods: tuple[dict[str, Any], ...] = ()
+    delete_pods: tuple[str, ...] = ()
+    delete_job: bool = False
+    requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
+    restarts: int = 0  # restarts decided in this pass
+
+
+@dataclass(frozen=True)
+class StatusUpdate:
+    """A status to write outside a pass (policy/fail.py's invalid_job)."""
+
+    status: dict[str, Any]
+    events: tuple[Event, ...]
+    entered: Phase | None  # the phase the job entered with this update, if it changed

@@ -1,0 +1,100 @@
+"""Failed pods as the operator reads them (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from multigpu_operator.policy.failures import Failure, failures, lost_pod
+from support.policy import pod
+
+
+def container(name: str, code: int | None = None) -> dict[str, Any]:
+    state = (
+        {"terminated": {"exitCode": code, "reason": f"{name}-{code}"}} if code is not None else {}
+    )
+    return {"name": name, "state": state}
+
+
+def failed_pod(*containers: dict[str, Any], **status: Any) -> dict[str, Any]:
+    p = pod(0, "Failed")
+    p["status"].update(containerStatuses=list(containers), **status)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("p", "failure"),
+    [
+        pytest.param(
+            pod(1, "Failed", exit_code=137),
+            Failure("job-1", "1", 137, "Error", "uid-1-1"),
+            id="the-trainer-exit-code",
+        ),
+        pytest.param(
+            failed_pod(container("sidecar", 0), container("trainer", 3)),
+            Failure("job-0", "0", 3, "trainer-3", "uid-0-1"),
+            id="the-trainer-not-a-sidecar",
+        ),
+        pytest.param(
+            failed_pod(container("sidecar", 2), container("trainer")),
+            Failure("job-0", "0", 2, "sidecar-2", "uid-0-1"),
+            id="a-failed-container-when-the-trainer-has-not-ended",
+        ),
+        pytest.param(
+            failed_pod(reason="Evicted"),
+            Failure("job-0", "0", None, "Evicted", "uid-0-1"),
+            id="the-pod-reason-without-containers",
+        ),
+        pytest.param(
+            pod(2, "Failed", disrupted=True),
+            Failure("job-2", "2", None, "disrupted (PodGC)", "uid-2-1", disrupted=True),
+            id="disrupted-from-outside",
+        ),
+    ],
+)
+def test_what_a_failed_pod_says(p: dict[str, Any], failure: Failure) -> None:
+    assert failures([p]) == [failure]
+
+
+def test_failures_first_finished_first_running_pods_ignored() -> None:
+    pods = [
+        pod(0, "Failed", exit_code=1, finished=20),
+        pod(1, "Running"),
+        pod(2, "Failed", exit_code=1, finished=10),
+        pod(3, "Failed", exit_code=1, finished=10),
+    ]
+    assert [f.pod for f in failures(pods)] == ["job-2", "job-3", "job-0"]
+
+
+@pytest.mark.parametrize(
+    ("failure", "message", "status"),
+    [
+        pytest.param(
+            Failure("job-1", "1", 137, "OOMKilled"),
+            "pod job-1 (replica 1) failed with exit code 137: OOMKilled",
+            {"pod": "job-1", "replicaIndex": 1, "exitCode": 137, "reason": "OOMKilled"},
+            id="exit-code",
+        ),
+        pytest.param(
+            lost_pod("job-0", 0),
+            "pod job-0 (replica 0) failed: pod deleted (node lost, evicted or deleted by hand)",
+            {
+                "pod": "job-0",
+                "replicaIndex": 0,
+                "exitCode": None,
+                "reason": "pod deleted (node lost, evicted or deleted by hand)",
+            },
+            id="lost",
+        ),
+        pytest.param(
+            Failure("x", "?", 1, "Error"),
+            "pod x (replica ?) failed with exit code 1: Error",
+            {"pod": "x", "replicaIndex": None, "exitCode": 1, "reason": "Error"},
+            id="no-replica-label",
+        ),
+    ],
+)
+def test_how_a_failure_is_told(failure: Failure, message: str, status: dict[str, Any]) -> None:
+    assert failure.message() == message
+    assert failure.as_status(4) == {**status, "attempt": 4}

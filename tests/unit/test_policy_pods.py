@@ -1,0 +1,78 @@
+"""A job's pods as the operator labels and counts them (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from multigpu_operator.policy.pods import (
+    PodCounts,
+    attempt_of,
+    count_pods,
+    replica_index,
+    with_attempt,
+)
+from support.policy import pod
+
+
+def labelled(**labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "labels": labels}}
+
+
+@pytest.mark.parametrize(
+    ("p", "attempt", "index"),
+    [
+        pytest.param(pod(3, attempt=2), 2, 3, id="labelled"),
+        pytest.param(labelled(), 1, -1, id="unlabelled"),
+        pytest.param(
+            labelled(**{"multigpu.dev/attempt": "x", "multigpu.dev/replica-index": "-2"}),
+            1,
+            -1,
+            id="not-numbers",
+        ),
+    ],
+)
+def test_labels(p: dict[str, Any], attempt: int, index: int) -> None:
+    assert (attempt_of(p), replica_index(p)) == (attempt, index)
+
+
+def test_with_attempt_labels_a_copy() -> None:
+    original = pod(0, attempt=1)
+    relabelled = with_attempt(original, 3)
+    assert attempt_of(relabelled) == 3
+    assert attempt_of(original) == 1
+    assert relabelled["metadata"]["labels"]["multigpu.dev/replica-index"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("pods", "counts"),
+    [
+        pytest.param([], PodCounts(), id="none"),
+        pytest.param(
+            [
+                pod(0, "Pending"),
+                pod(1, "Running"),
+                pod(2, "Succeeded"),
+                pod(3, "Failed"),
+                pod(4, "Unknown"),
+            ],
+            PodCounts(pending=2, running=1, succeeded=1, failed=1),
+            id="unknown-counts-as-pending",
+        ),
+        pytest.param(
+            [pod(0, "Running", deleting=True), pod(1, "Running")],
+            PodCounts(running=1),
+            id="being-deleted-not-counted",
+        ),
+    ],
+)
+def test_count_pods(pods: list[dict[str, Any]], counts: PodCounts) -> None:
+    assert count_pods(pods) == counts
+    assert counts.as_status() == {
+        "pending": counts.pending,
+        "running": counts.running,
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+    }
+    assert counts.total == len([p for p in pods if not p["metadata"].get("deletionTimestamp")])

@@ -1,0 +1,199 @@
+"""The last step of a pass: the phase from the pods, and the status written once (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.policy.conditions import Event, condition
+from multigpu_operator.policy.status import conclude, phase_of
+from multigpu_operator.policy.step import Outcome
+from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
+
+
+def done(index: int) -> dict[str, Any]:
+    return pod(index, "Succeeded", exit_code=0, node="gpu-node-0")
+
+
+@pytest.mark.parametrize(
+    ("j", "pods", "previous", "expected"),
+    [
+        pytest.param(job(), [], {}, Phase.PENDING, id="no-pods"),
+        pytest.param(job(), [*running(0), pod(1)], {}, Phase.PENDING, id="partly-running"),
+        pytest.param(job(), running(0, 1), {}, Phase.RUNNING, id="running"),
+        pytest.param(job(), [*running(0), done(1)], {}, Phase.RUNNING, id="one-done"),
+        pytest.param(job(), [done(0), done(1)], {}, Phase.SUCCEEDED, id="all-done"),
+        pytest.param(
+            job(),
+            [*running(0), pod(1)],
+            {"phase": "Restarting"},
+            Phase.RESTARTING,
+            id="restarting-until-running",
+        ),
+        pytest.param(
+            job(), running(0, 1, attempt=2), {}, Phase.PENDING, id="other-attempts-not-counted"
+        ),
+        pytest.param(elastic_job(3), [*running(0, 1), pod(2)], {}, Phase.RUNNING, id="el-min"),
+        pytest.param(elastic_job(3), [*running(0), pod(1)], {}, Phase.PENDING, id="el-below"),
+        pytest.param(elastic_job(3), [done(0), pod(1)], {}, Phase.SUCCEEDED, id="el-one-done"),
+        pytest.param(
+            elastic_job(3),
+            [done(0), *running(1)],
+            {},
+            Phase.PENDING,
+            id="el-done-while-one-runs-below-min",
+        ),
+    ],
+)
+def test_phase(
+    j: Job, pods: list[dict[str, Any]], previous: dict[str, Any], expected: Phase
+) -> None:
+    assert phase_of(observed(j, pods, previous), progress()) == expected
+
+
+def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+
+
+RUNNING = {"phase": "Running", "conditions": [written("Created", True, "PodsCreated")]}
+
+
+@pytest.mark.parametrize(
+    ("j", "pods", "previous", "end", "expected"),
+    [
+        pytest.param(
+            job(),
+            [],
+            {},
+            Phase.PENDING,
+            {"conditions": {}, "entered": Phase.PENDING, "worldSize": 2},
+            id="first-pass",
+        ),
+        pytest.param(
+            job(),
+            [pod(0), pod(1)],
+            {"phase": "Pending"},
+            Phase.PENDING,
+            {
+                "conditions": {"Created": ("True", "PodsCreated")},
+                "createdAttempt": 1,
+                "entered": None,
+                "worldSize": 2,
+            },
+            id="every-pod-created",
+        ),
+        pytest.param(
+            job(),
+            running(0, 1),
+            {**RUNNING, "phase": "Pending"},
+            Phase.RUNNING,
+            {
+                "conditions": {
+                    "Created": ("True", "PodsCreated"),
+                    "Running": ("True", "PodsRunning"),
+                },
+                "createdAttempt": 1,
+                "entered": Phase.RUNNING,
+                "worldSize": 2,
+            },
+            id="running",
+        ),
+        pytest.param(
+            job(),
+            [done(0), done(1)],
+            {**RUNNING, "conditions": [*RUNNING["conditions"], written("Running")]},
+            Phase.SUCCEEDED,
+            {
+                "conditions": {
+                    "Created": ("True", "PodsCreated"),
+                    "Running": ("False", "JobSucceeded"),
+                    "Succeeded": ("True", "PodsSucceeded"),
+                },
+                "createdAttempt": 1,
+                "entered": Phase.SUCCEEDED,
+                "worldSize": 2,
+            },
+            id="succeeded",
+        ),
+        pytest.param(
+            elastic_job(3),
+            [*running(0, 1), pod(2)],
+            RUNNING,
+            Phase.RUNNING,
+            {
+                "conditions": {
+                    "Created": ("True", "PodsCreated"),
+                    "Running": ("True", "PodsRunning"),
+                },
+                "createdAttempt": 1,
+                "entered": None,
+                "worldSize": 2,
+            },
+            id="elastic-world-is-the-running-processes",
+        ),
+    ],
+)
+def test_conclude_conditions_and_counts(
+    j: Job,
+    pods: list[dict[str, Any]],
+    previous: dict[str, Any],
+    end: Phase,
+    expected: dict[str, Any],
+) -> None:
+    decision = conclude(observed(j, pods, previous), progress(), Outcome(), end)
+    status = decision.status
+    assert conditions(status) == expected["conditions"]
+    assert status.get("createdAttempt") == expected.get("createdAttempt")
+    assert decision.entered == expected["entered"]
+    assert status["worldSize"] == expected["worldSize"]
+    assert status["phase"] == str(end)
+
+
+def test_conclude_merges_what_the_steps_decided() -> None:
+    seen = observed(
+        job(),
+        [pod(0), pod(1, deleting=True)],
+        {"attempt": 1, "restarts": 1, "unscheduledSince": stamp(-5), "targetReplicas": 2},
+        now=10,
+    )
+    decided = Outcome(
+        status={"lastFailure": {"pod": "job-1"}},
+        changes=(Event("Normal", "Requeued", "m"),),
+        delete_pods=("job-1", "job-0", "job-1"),
+        create_pods=({"metadata": {"name": "job-1"}},),
+        wake_after=(30, 5),
+    )
+    decision = conclude(seen, progress(2, restarts=3, start=-60), decided, Phase.PENDING)
+    assert decision.status == {
+        "targetReplicas": 2,  # kept: not a wait in progress
+        "lastFailure": {"pod": "job-1"},
+        "phase": "Pending",
+        "conditions": [],
+        "pods": {"pending": 1, "running": 0, "succeeded": 0, "failed": 0},
+        "replicas": 1,
+        "selector": "multigpu.dev/job-name=job",
+        "observedGeneration": 1,
+        "startTime": stamp(-60),
+        "attempt": 2,
+        "restarts": 3,
+        "worldSize": 2,
+    }
+    assert decision.events == (Event("Normal", "Requeued", "m"),)
+    assert decision.delete_pods == ("job-1", "job-0")
+    assert decision.create_pods == ({"metadata": {"name": "job-1"}},)
+    assert decision.requeue_after == 5
+    assert decision.restarts == 2
+
+
+@pytest.mark.parametrize("end", [Phase.SUCCEEDED, Phase.FAILED])
+def test_a_finished_pass_creates_nothing_and_claims_no_new_attempt(end: Phase) -> None:
+    decided = Outcome(
+        create_pods=({"metadata": {"name": "job-1"}},),
+        changes=(condition(ConditionType.FAILED, True, "r", "m"),),
+    )
+    decision = conclude(observed(job(), [pod(0), pod(1)]), progress(), decided, end)
+    assert decision.create_pods == ()
+    assert "Created" not in conditions(decision.status)
