@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api.spec import API_VERSION, KIND
-from multigpu_operator.cluster.errors import ClusterError, Conflict, NotFound
+from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, NotFound
 
 ObjectKey = tuple[str, str]  # (namespace, name)
 JobEventHandler = Callable[[str, Mapping[str, Any]], None]
@@ -59,6 +59,7 @@ class FakeCluster:
         self._uids = itertools.count(1)
         self._pod_log: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
         self._changed = asyncio.Event()
+        self._watch_epoch = 0  # watches started before the current epoch end with Gone
 
     # What the test does -----------------------------------------------------------
 
@@ -112,6 +113,12 @@ class FakeCluster:
             ]
         pod["metadata"]["resourceVersion"] = self._next_version()
         self._pod_changed("MODIFIED", pod)
+
+    def expire_watches(self) -> None:
+        """The pod watches open now end with 410 Gone, as when etcd has compacted away
+        the version they watch from."""
+        self._watch_epoch += 1
+        self._wake_watches()
 
     # cluster.protocol.Cluster -------------------------------------------------------
 
@@ -204,7 +211,10 @@ class FakeCluster:
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout_seconds
         seen = int(resource_version)
+        epoch = self._watch_epoch
         while True:
+            if epoch != self._watch_epoch:
+                raise Gone(f"too old resource version: {seen}", 410)
             changed = self._changed
             for version, event in self._pod_log:
                 if version > seen and _matches(event["object"], selector, namespace):
@@ -237,7 +247,10 @@ class FakeCluster:
     def _pod_changed(self, type_: str, pod: dict[str, Any]) -> None:
         version = int(pod["metadata"]["resourceVersion"])
         self._pod_log.append((version, {"type": type_, "object": copy.deepcopy(pod)}))
-        # Wake the watches: each waits on the Event that was current when it looked.
+        self._wake_watches()
+
+    def _wake_watches(self) -> None:
+        # Each watch waits on the Event that was current when it last looked.
         self._changed.set()
         self._changed = asyncio.Event()
 

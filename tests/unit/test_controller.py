@@ -164,3 +164,20 @@ async def test_changes_during_a_pass_make_exactly_one_more_pass() -> None:
             controller.enqueue(KEY)
         await asyncio.sleep(30)
     assert gaps(passes) == [1]  # the running pass, then one for all five
+
+
+async def test_the_pod_cache_follows_the_cluster_across_watch_timeouts_and_expiry() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(400)  # past the server's 300 s watch timeout: watched again
+        cluster.set_phase("train-0", "Running")
+        cluster.expire_watches()  # 410 Gone: listed again
+        cluster.set_phase("train-1", "Running")
+        await asyncio.sleep(1)
+        cached = {
+            p["metadata"]["name"]: p["status"]["phase"] for p in controller.informer.pods_of(KEY)
+        }
+    assert cached == {"train-0": "Running", "train-1": "Running"}
+    assert cluster.status("train")["phase"] == "Running"
+    assert (len(cluster.calls_of("list_pods")), len(cluster.calls_of("watch_pods"))) == (2, 3)
