@@ -4,6 +4,9 @@ Each reconcile reads the latest job (from kopf's watch) and the job's pods (from
 label-selected pod informer), runs the pure planner and policies, performs the
 resulting actions, and writes the status once at the end; events follow a
 successful status write. One key is never reconciled by two workers at once.
+
+The cluster is reached only through the cluster.protocol.Cluster it is given, and
+fails only with cluster/errors.py's errors: tests run it against an in-memory fake.
 """
 
 from __future__ import annotations
@@ -12,41 +15,54 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
-
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import Phase
 from multigpu_operator.api.validation import validate_object
-from multigpu_operator.cluster.api import Kube
+from multigpu_operator.cluster.errors import Conflict, Invalid
 from multigpu_operator.cluster.informer import JobKey, PodInformer
+from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.step import StatusUpdate
 from multigpu_operator.reconcile import decide
+from multigpu_operator.settings import Settings
+from multigpu_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger(__name__)
 
+# A job whose status write lost a race is looked at again this soon (the watch usually
+# brings the newer version first).
+CONFLICT_RETRY_SECONDS = 1.0
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
 
 class Controller:
-    def __init__(self, kube: Kube, workers: int = 32, namespace: str | None = None) -> None:
-        self.kube = kube
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: Settings,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.cluster = cluster
         self.jobs: dict[JobKey, dict[str, Any]] = {}
-        self.informer = PodInformer(kube, self.enqueue, namespace)
-        self._queue: asyncio.Queue[JobKey] = asyncio.Queue()
-        self._queued: set[JobKey] = set()
-        self._active: set[JobKey] = set()
-        self._dirty: set[JobKey] = set()
+        self.informer = PodInformer(cluster, self.enqueue, settings.namespace)
+        self.queue: WorkQueue[JobKey] = WorkQueue(
+            Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
+        )
+        self._clock = clock  # the time decisions and timestamps are made at
         self._services: set[str] = set()  # job UIDs whose Service is known to exist
-        self._workers = workers
+        self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
-        self._timers: dict[JobKey, asyncio.TimerHandle] = {}
         self._plans: dict[str, tuple[Any, tuple[Job, DesiredState] | str]] = {}  # by job UID
 
     async def start(self) -> None:
@@ -66,7 +82,7 @@ class Controller:
 
     async def _post_events(self, body: dict[str, Any], events: tuple[Event, ...]) -> None:
         for event in events:
-            await self.kube.post_event(body, event.type, event.reason, event.message)
+            await self.cluster.post_event(body, event.type, event.reason, event.message)
 
     # Inputs -----------------------------------------------------------------
 
@@ -76,9 +92,8 @@ class Controller:
         if event_type == "DELETED":
             self.jobs.pop(key, None)
             self._plans.pop(body["metadata"].get("uid", ""), None)
-            timer = self._timers.pop(key, None)
-            if timer is not None:
-                timer.cancel()
+            self._services.discard(body["metadata"].get("uid", ""))
+            self.queue.discard(key)
             return
         known = self.jobs.get(key)
         if known is not None and _older(body, known):
@@ -87,35 +102,29 @@ class Controller:
         self.enqueue(key)
 
     def enqueue(self, key: JobKey) -> None:
-        if key in self._active:
-            self._dirty.add(key)  # reconcile again once the running pass ends
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+        """Reconcile `key` soon (once more after the running pass, if one is running)."""
+        self.queue.add(key)
 
     # Workers ----------------------------------------------------------------
 
     async def _worker(self) -> None:
         await self.informer.synced.wait()
         while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            self._active.add(key)
+            key = await self.queue.get()
             start = time.perf_counter()
             try:
                 await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("reconcile of %s/%s failed; retrying", *key)
+                delay = self.queue.retry(key)
+                log.exception("reconcile of %s/%s failed; retrying in %.0fs", *key, delay)
                 metrics.RECONCILE_ERRORS.inc()
-                asyncio.get_running_loop().call_later(2.0, self.enqueue, key)
+            else:
+                self.queue.forget(key)
             finally:
                 metrics.RECONCILE_DURATION.observe(time.perf_counter() - start)
-                self._active.discard(key)
-                if key in self._dirty:
-                    self._dirty.discard(key)
-                    self.enqueue(key)
+                self.queue.done(key)
 
     async def reconcile(self, key: JobKey) -> None:
         body = self.jobs.get(key)
@@ -127,7 +136,7 @@ class Controller:
             return
         job, desired = planned
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
-        decision = decide(job, desired, pods, body.get("status") or {}, datetime.now(UTC))
+        decision = decide(job, desired, pods, body.get("status") or {}, self._clock())
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
         if not await self._write_status(body, update):
@@ -137,7 +146,7 @@ class Controller:
         uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         await asyncio.gather(
             *(
-                self.kube.delete_pod(job.ref.namespace, name, uids.get(name))
+                self.cluster.delete_pod(job.ref.namespace, name, uids.get(name))
                 for name in decision.delete_pods
             )
         )
@@ -148,14 +157,12 @@ class Controller:
                     self._ensure_service(job, desired),
                     self._create_pods(job, decision.create_pods),
                 )
-        except ApiException as err:
-            if err.status in (400, 422):
-                await self._fail(body, "InvalidPodTemplate", _api_message(err))
-                return
-            raise
+        except Invalid as err:
+            await self._fail(body, "InvalidPodTemplate", err.message)
+            return
         if decision.delete_job:
             log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
-            await self.kube.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
+            await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
         if decision.requeue_after is not None:
             self._wake(key, decision.requeue_after)
 
@@ -184,28 +191,17 @@ class Controller:
 
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""
-        loop = asyncio.get_running_loop()
-        due = loop.time() + delay
-        timer = self._timers.get(key)
-        if timer is not None and not timer.cancelled() and timer.when() <= due:
-            return
-        if timer is not None:
-            timer.cancel()
         # A little late rather than early: timestamps in the status have whole seconds.
-        self._timers[key] = loop.call_at(due + 0.5, self._fire, key)
-
-    def _fire(self, key: JobKey) -> None:
-        self._timers.pop(key, None)
-        self.enqueue(key)
+        self.queue.add_after(key, delay + 0.5)
 
     async def _ensure_service(self, job: Job, desired: DesiredState) -> None:
         if job.ref.uid not in self._services:
-            await self.kube.create_service(job.ref.namespace, desired.service)
+            await self.cluster.create_service(job.ref.namespace, desired.service)
             self._services.add(job.ref.uid)
 
     async def _create_pods(self, job: Job, pods: tuple[dict[str, Any], ...]) -> None:
         results = await asyncio.gather(
-            *(self.kube.create_pod(job.ref.namespace, pod) for pod in pods),
+            *(self.cluster.create_pod(job.ref.namespace, pod) for pod in pods),
             return_exceptions=True,
         )
         created = sum(r is True for r in results)
@@ -218,7 +214,7 @@ class Controller:
         generation = int(body["metadata"].get("generation", 1))
         previous = body.get("status") or {}
         await self._write_status(
-            body, invalid_job(previous, generation, reason, message, datetime.now(UTC))
+            body, invalid_job(previous, generation, reason, message, self._clock())
         )
 
     async def _write_status(self, body: dict[str, Any], update: StatusUpdate) -> bool:
@@ -230,14 +226,21 @@ class Controller:
         meta = body["metadata"]
         # A merge patch keeps keys it does not mention: removed ones are sent as null.
         patch = {**{k: None for k in previous if k not in update.status}, **update.status}
-        updated = await self.kube.patch_job_status(
-            meta["namespace"], meta["name"], patch, meta.get("resourceVersion")
-        )
-        if updated is None:
-            self._wake((meta["namespace"], meta["name"]), 1.0)
+        try:
+            updated = await self.cluster.patch_job_status(
+                meta["namespace"], meta["name"], patch, meta.get("resourceVersion")
+            )
+        except Conflict:
+            self._wake((meta["namespace"], meta["name"]), CONFLICT_RETRY_SECONDS)
             return False
         body["status"] = update.status
         body["metadata"] = {**meta, "resourceVersion": updated["metadata"]["resourceVersion"]}
+        key = (meta["namespace"], meta["name"])
+        cached = self.jobs.get(key)
+        if cached is not None and _older(cached, body):
+            # The watch replaced the cached job meanwhile (with this pass's earlier write,
+            # if it wrote twice): the next pass must start from this write.
+            self.jobs[key] = body
         if update.events:
             # Events are informational: posting them must not hold up the next reconcile.
             self._spawn(self._post_events(dict(body), update.events))
@@ -264,10 +267,3 @@ def _older(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
         return int(body["metadata"]["resourceVersion"]) < int(known["metadata"]["resourceVersion"])
     except (KeyError, TypeError, ValueError):
         return False
-
-
-def _api_message(err: ApiException) -> str:
-    try:
-        return str(json.loads(err.body or "")["message"])
-    except (TypeError, ValueError, KeyError):
-        return str(err.reason)

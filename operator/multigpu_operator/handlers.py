@@ -39,8 +39,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    kube = Kube(await connect())
-    controller = Controller(kube, workers=config.workers, namespace=config.namespace)
+    api = await connect()
+    controller = Controller(Kube(api), config)
+    memo["api"] = api
     memo["controller"] = controller
     memo["settings"] = config
     metrics.register_state(lambda: list(controller.jobs.values()), controller.informer.all_pods)
@@ -52,7 +53,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     await memo["controller"].stop()
     await memo["metrics"].cleanup()
-    await memo["controller"].kube.api.close()
+    await memo["api"].close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)

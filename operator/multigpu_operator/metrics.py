@@ -11,16 +11,18 @@ from __future__ import annotations
 import logging
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from multigpu_operator.api.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
 from multigpu_operator.api.status import Phase
+from multigpu_operator.policy.timestamps import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -71,22 +73,17 @@ def job_entered(body: Mapping[str, Any], previous: Phase | None, phase: Phase) -
         JOBS_FAILED.labels(*labels).inc()
     if phase in (Phase.SUCCEEDED, Phase.FAILED):
         status = body.get("status") or {}
-        start, end = _time(status.get("startTime")), _time(status.get("completionTime"))
+        start, end = parse_time(status.get("startTime")), parse_time(status.get("completionTime"))
         if start and end:
             JOB_DURATION.labels(*labels, str(phase)).observe(
                 max(0.0, (end - start).total_seconds())
             )
     elif phase is Phase.RUNNING and previous in (None, Phase.PENDING):
-        created = body["metadata"].get("creationTimestamp")
+        created = parse_time(body["metadata"].get("creationTimestamp"))
         if created:
-            started = datetime.fromisoformat(created.replace("Z", "+00:00"))
             TIME_TO_RUNNING.labels(*labels).observe(
-                max(0.0, (datetime.now(started.tzinfo) - started).total_seconds())
+                max(0.0, (datetime.now(UTC) - created).total_seconds())
             )
-
-
-def _time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
 
 class StateCollector(Collector):
@@ -137,7 +134,9 @@ class StateCollector(Collector):
         info = GaugeMetricFamily(
             "mgj_job_pod_info",
             "1 for every pod of a MultiGPUJob; join GPU metrics (DCGM) on namespace and pod",
-            labels=["namespace", "pod", "job", "rank"],
+            # `replica`: the pod's replica index (label multigpu.dev/replica-index), not a
+            # process rank: a pod with several GPUs runs one rank per GPU.
+            labels=["namespace", "pod", "job", "replica"],
         )
         for pod in self._pods():
             meta = pod["metadata"]
@@ -164,15 +163,10 @@ def register_state(
 
 
 async def serve(port: int) -> web.AppRunner:
-    """Serve /metrics on the event loop (no thread: the caches are read in-loop)."""
-
-    async def handle(_: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(REGISTRY), headers={"Content-Type": "text/plain; version=0.0.4"}
-        )
-
+    """Serve /metrics on the event loop (no thread: the caches are read in-loop), with
+    prometheus-client's own handler (content negotiation, compression, name[] filters)."""
     app = web.Application()
-    app.router.add_get("/metrics", handle)
+    app.router.add_get("/metrics", make_aiohttp_handler(REGISTRY))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "0.0.0.0", port).start()

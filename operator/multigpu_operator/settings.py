@@ -16,6 +16,12 @@ class Settings:
     workers: int = 32
     # The liveness probe fails when the pod watch has been silent this long.
     watch_stale_seconds: float = 600
+    # A reconcile pass that raised (API server unavailable, RBAC missing) is retried
+    # after this delay, doubled on each failure of the same job in a row up to the cap,
+    # and reset by a pass that succeeds: a job that keeps failing costs one pass per cap,
+    # while a brief outage heals within seconds. Watch events still reconcile at once.
+    retry_base_seconds: float = 2
+    retry_max_seconds: float = 60
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -25,4 +31,6 @@ class Settings:
             liveness_port=int(os.environ.get("MGJ_LIVENESS_PORT", "8080")),
             workers=int(os.environ.get("MGJ_WORKERS", "32")),
             watch_stale_seconds=float(os.environ.get("MGJ_WATCH_STALE_SECONDS", "600")),
+            retry_base_seconds=float(os.environ.get("MGJ_RETRY_BASE_SECONDS", "2")),
+            retry_max_seconds=float(os.environ.get("MGJ_RETRY_MAX_SECONDS", "60")),
         )

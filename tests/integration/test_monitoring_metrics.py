@@ -102,7 +102,7 @@ def test_every_metric_in_dashboard_and_alerts_is_exported(
 
     # The labels the dashboard joins and groups on.
     pod_info: list[dict[str, Any]] = exported["mgj_job_pod_info"]
-    assert {"namespace", "pod", "job", "rank"} <= set(pod_info[0])
+    assert {"namespace", "pod", "job", "replica"} <= set(pod_info[0])
     assert {(s["job"], s["pod"]) for s in pod_info} >= {("runs", "runs-0"), ("runs", "runs-1")}
     for name in ("mgj_trainer_samples_total", "mgj_trainer_step_seconds_sum", "mgj_trainer_loss"):
         assert exported[name] == [{"job": "ddp", "rank": "0"}]

@@ -178,10 +178,10 @@ def test_metrics_report_jobs_by_phase_pod_info_and_latencies(
     text = operator.metrics()
 
     assert 'mgj_jobs{phase="Running"} 1.0' in text
-    for rank in (0, 1):
+    for replica in (0, 1):
         assert (
             f'mgj_job_pod_info{{job="watched",namespace="{namespace}",'
-            f'pod="watched-{rank}",rank="{rank}"}} 1.0'
+            f'pod="watched-{replica}",replica="{replica}"}} 1.0'
         ) in text
     assert "mgj_pods_created_total 2.0" in text
     assert (

@@ -103,13 +103,31 @@ def test_gpu_utilisation_is_joined_onto_jobs_through_pod_info(tools: Tools, tmp_
         dcgm + 'pod="ddp-0",gpu="1"}': "60x20",
         dcgm + 'pod="ddp-1",gpu="2"}': "100x20",
         dcgm + 'pod="notebook",gpu="3"}': "5x20",
-        'mgj_job_pod_info{namespace="ml",pod="ddp-0",job="ddp",rank="0",instance="op"}': "1x20",
-        'mgj_job_pod_info{namespace="ml",pod="ddp-1",job="ddp",rank="1",instance="op"}': "1x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-0",job="ddp",replica="0",instance="op"}': "1x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-1",job="ddp",replica="1",instance="op"}': "1x20",
     }
     expr = panel_expr("GPU utilisation per job")
     result = expect_values(
         tools.promtool, series, expr, {'{namespace="ml",job="ddp"}': 80}, tmp_path
     )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_gpus_are_labelled_with_the_replica_of_their_pod(tools: Tools, tmp_path: Path) -> None:
+    dcgm = 'DCGM_FI_DEV_GPU_UTIL{namespace="ml",job="gpu-metrics",instance="node-1",'
+    series = {
+        dcgm + 'pod="ddp-0",gpu="0"}': "80x20",
+        dcgm + 'pod="ddp-1",gpu="2"}': "100x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-0",job="ddp",replica="0",instance="op"}': "1x20",
+        'mgj_job_pod_info{namespace="ml",pod="ddp-1",job="ddp",replica="1",instance="op"}': "1x20",
+    }
+    gpu = '{namespace="ml",job="ddp",instance="node-1",'
+    expected: dict[str, float] = {
+        gpu + 'pod="ddp-0",gpu="0",replica="0"}': 80,
+        gpu + 'pod="ddp-1",gpu="2",replica="1"}': 100,
+    }
+    expr = panel_expr("GPU utilisation per pod and GPU")
+    result = expect_values(tools.promtool, series, expr, expected, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

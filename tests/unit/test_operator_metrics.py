@@ -1,8 +1,12 @@
-"""The operator's state metrics register without clashing and read the job cache."""
+"""The operator's state metrics register without clashing and read the job cache, and
+/metrics serves them."""
 
 from __future__ import annotations
 
+import aiohttp
+import pytest
 from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from multigpu_operator import metrics
 from multigpu_operator.api.status import Phase
@@ -40,7 +44,7 @@ def test_state_series_per_job_and_pod() -> None:
     assert 'mgj_job_world_size{job="b",namespace="ml"} 0.0' in text  # not running
     assert 'mgj_job_restarts{job="a",namespace="ml"} 2.0' in text
     assert 'mgj_job_info{job="b",mode="",namespace="ml",phase="Suspended"} 1.0' in text
-    assert 'mgj_job_pod_info{job="a",namespace="ml",pod="a-0",rank="0"} 1.0' in text
+    assert 'mgj_job_pod_info{job="a",namespace="ml",pod="a-0",replica="0"} 1.0' in text
 
 
 def test_a_finished_job_records_its_duration() -> None:
@@ -53,3 +57,23 @@ def test_a_finished_job_records_its_duration() -> None:
     before = REGISTRY.get_sample_value("mgj_job_duration_seconds_sum", labels) or 0.0
     metrics.job_entered(body, Phase.RUNNING, Phase.SUCCEEDED)
     assert REGISTRY.get_sample_value("mgj_job_duration_seconds_sum", labels) == before + 300
+
+
+@pytest.mark.asyncio
+async def test_metrics_are_served_on_the_event_loop() -> None:
+    collector = metrics.register_state(lambda: JOBS, lambda: PODS)
+    runner = await metrics.serve(0)  # any free port
+    try:
+        port = runner.addresses[0][1]
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            assert response.status == 200
+            assert response.content_type == "text/plain"
+            text = await response.text()
+    finally:
+        await runner.cleanup()
+        REGISTRY.unregister(collector)
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert {"mgj_jobs", "mgj_job_pod_info", "mgj_reconcile_duration_seconds"} <= set(families)

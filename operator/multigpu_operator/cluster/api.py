@@ -1,16 +1,18 @@
-"""The one layer that talks to the API server (async, never blocking the loop).
+"""The one module that talks to the API server (async, never blocking the loop).
 
-Everything above this module works on plain dicts; this module turns them into
-requests and maps API errors to the few outcomes the controller cares about.
+`Kube` implements cluster.protocol.Cluster: everything above works on plain dicts, and
+this module turns them into requests and every ApiException into the domain errors of
+cluster/errors.py (the only place that reads the client's exceptions).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -20,15 +22,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from multigpu_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from multigpu_operator.cluster.errors import ClusterError, Conflict, NotFound, from_status
 from multigpu_operator.metrics import API_REQUESTS
 
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "multigpu-operator"
-
-
-class Gone(Exception):
-    """A watch's resourceVersion is too old: list again."""
 
 
 async def connect(pool_size: int = 64) -> client.ApiClient:
@@ -75,27 +74,23 @@ class Kube:
         kubelet learned, kubernetes#25169). Already gone is not an error."""
         API_REQUESTS.labels("delete", "pods").inc()
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
-        try:
+        # Conflict: the UID precondition failed, so the pod meant is gone.
+        with contextlib.suppress(NotFound, Conflict), _domain_errors():
             await self.core.delete_namespaced_pod(name, namespace, body=body if uid else None)
-        except ApiException as err:
-            # 409: the UID precondition failed, so the pod meant is gone.
-            if err.status not in (404, 409):
-                raise
 
     async def patch_job_status(
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any]:
         """Merge-patch the status subresource (never the spec: GitOps sees no drift).
 
         With `resource_version` the write only happens if the job has not changed since
-        that version (optimistic concurrency); None is returned on such a conflict and the
-        updated job otherwise.
+        that version (optimistic concurrency): Conflict otherwise.
         """
         API_REQUESTS.labels("patch", "multigpujobs/status").inc()
         body: dict[str, Any] = {"status": dict(patch)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        try:
+        with _domain_errors():
             updated = await self.custom.patch_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
@@ -106,17 +101,13 @@ class Kube:
                 field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
             )
-        except ApiException as err:
-            if err.status == 409:
-                return None
-            raise
         return dict(updated)
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         """Delete a job (and, by garbage collection, its children); only that very object:
         a job re-created under the same name has another UID and is left alone."""
         API_REQUESTS.labels("delete", "multigpujobs").inc()
-        try:
+        with contextlib.suppress(NotFound, Conflict), _domain_errors():
             await self.custom.delete_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -125,9 +116,6 @@ class Kube:
                 name,
                 body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
             )
-        except ApiException as err:
-            if err.status not in (404, 409):
-                raise
 
     async def post_event(
         self, job: Mapping[str, Any], type_: str, reason: str, message: str
@@ -135,6 +123,8 @@ class Kube:
         """An events.k8s.io Event on the job; failures are logged, never raised."""
         API_REQUESTS.labels("create", "events").inc()
         meta = job["metadata"]
+        # eventTime is a MicroTime: the API server requires the six fraction digits that
+        # the status timestamps (policy/timestamps.py, whole seconds) do not have.
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         body = {
             "apiVersion": "events.k8s.io/v1",
@@ -156,9 +146,10 @@ class Kube:
             },
         }
         try:
-            await self.events.create_namespaced_event(meta["namespace"], body)
-        except ApiException as err:
-            log.warning("could not post event %s on %s: %s", reason, meta["name"], err.reason)
+            with _domain_errors():
+                await self.events.create_namespaced_event(meta["namespace"], body)
+        except ClusterError as err:
+            log.warning("could not post event %s on %s: %s", reason, meta["name"], err.message)
 
     def _pod_list_call(self, namespace: str | None, **kwargs: Any) -> Any:
         if namespace:
@@ -170,8 +161,11 @@ class Kube:
     ) -> tuple[list[dict[str, Any]], str]:
         """Pods matching `selector` (in one namespace or all), and the list's resourceVersion."""
         API_REQUESTS.labels("list", "pods").inc()
-        resp = await self._pod_list_call(namespace, label_selector=selector, _preload_content=False)
-        data = json.loads(await resp.read())
+        with _domain_errors():
+            resp = await self._pod_list_call(
+                namespace, label_selector=selector, _preload_content=False
+            )
+            data = json.loads(await resp.read())
         return data["items"], data["metadata"]["resourceVersion"]
 
     async def watch_pods(
@@ -183,35 +177,50 @@ class Kube:
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) for matching pods, from `resource_version`."""
         API_REQUESTS.labels("watch", "pods").inc()
-        resp = await self._pod_list_call(
-            namespace,
-            label_selector=selector,
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout_seconds,
-            _preload_content=False,
-            _request_timeout=timeout_seconds + 30,
-        )
+        with _domain_errors():
+            resp = await self._pod_list_call(
+                namespace,
+                label_selector=selector,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                _request_timeout=timeout_seconds + 30,
+            )
         async with resp:
             async for line in resp.content:
                 if not line.strip():
                     continue
                 event = json.loads(line)
                 if event["type"] == "ERROR":
-                    if event["object"].get("code") == 410:
-                        raise Gone(event["object"].get("message", "gone"))
-                    raise ApiException(
-                        status=event["object"].get("code"), reason=event["object"].get("message")
-                    )
+                    # A Status object; 410 (Gone) when the version is too old.
+                    status = event["object"]
+                    raise from_status(status.get("code"), status.get("message", "watch error"))
                 yield event
 
 
-async def _create(request: Any) -> bool:
+async def _create(request: Awaitable[Any]) -> bool:
     try:
-        await request
-    except ApiException as err:
-        if err.status == 409:
-            return False
-        raise
+        with _domain_errors():
+            await request
+    except Conflict:
+        return False
     return True
+
+
+@contextlib.contextmanager
+def _domain_errors() -> Iterator[None]:
+    """Raise the client's ApiException as the domain error for its status, with the API
+    server's own message (the Status object's `message`), else the HTTP reason."""
+    try:
+        yield
+    except ApiException as err:
+        raise from_status(err.status, _message(err)) from err
+
+
+def _message(err: ApiException) -> str:
+    try:
+        return str(json.loads(err.body or "")["message"])
+    except (TypeError, ValueError, KeyError):
+        return str(err.reason)

@@ -3,6 +3,12 @@
 Only pods carrying the job label are asked for (the API server filters), and each is
 kept trimmed to the fields the controller reads, so memory grows with the
 operator's own pods, never with the cluster's.
+
+Our own watch rather than a kopf pod handler: a handler's `labels=` filter is applied by
+kopf in-process, after listing every pod in scope. (kopf 1.45 can also select on the
+server, settings.watching.label_selectors; this watch stays because a pod event here
+costs a dict update and one wake-up of the job's key, the workers wait for its first
+complete list, and the liveness probe reads its heartbeat.)
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
-from multigpu_operator.cluster.api import Gone, Kube
+from multigpu_operator.cluster.errors import Gone
+from multigpu_operator.cluster.protocol import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +72,9 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 class PodInformer:
     def __init__(
-        self, kube: Kube, on_change: Callable[[JobKey], None], namespace: str | None = None
+        self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
     ) -> None:
-        self._kube = kube
+        self._cluster = cluster
         self._namespace = namespace
         self._on_change = on_change
         self._pods: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -101,7 +108,7 @@ class PodInformer:
                 backoff = min(backoff * 2, 30)
 
     async def _relist(self) -> str:
-        items, rv = await self._kube.list_pods(CHILD_SELECTOR, self._namespace)
+        items, rv = await self._cluster.list_pods(CHILD_SELECTOR, self._namespace)
         fresh: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
         for pod in items:
             key = _key(pod)
@@ -116,7 +123,7 @@ class PodInformer:
         return rv
 
     async def _watch(self, rv: str) -> str:
-        async for event in self._kube.watch_pods(CHILD_SELECTOR, rv, self._namespace):
+        async for event in self._cluster.watch_pods(CHILD_SELECTOR, rv, self._namespace):
             self.last_heartbeat = time.monotonic()
             obj = event["object"]
             rv = obj["metadata"]["resourceVersion"]

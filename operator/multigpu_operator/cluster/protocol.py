@@ -1,0 +1,61 @@
+"""The calls the controller makes to the API server, as a Protocol.
+
+`cluster.api.Kube` is the real implementation; tests pass an in-memory one
+(tests/support/fake_cluster.py). Objects go in and out as plain JSON-ready dicts.
+Errors are those of cluster/errors.py, never the client library's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
+
+
+class Cluster(Protocol):
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
+        """Create a pod; False if one of that name exists (a retry after a crash).
+        Raises Invalid with the server's message when the pod is rejected."""
+        ...
+
+    async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
+        """Create a Service; False if one of that name exists."""
+        ...
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
+        """Delete a pod; with `uid`, only that very pod. Already gone is not an error."""
+        ...
+
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        """Merge-patch a job's status subresource and return the updated job. With
+        `resource_version`, raises Conflict if the job changed since that version."""
+        ...
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Delete a job, only if it still has `uid`. Already gone is not an error."""
+        ...
+
+    async def post_event(
+        self, job: Mapping[str, Any], type_: str, reason: str, message: str
+    ) -> None:
+        """Post an Event on the job; failures are logged, never raised."""
+        ...
+
+    async def list_pods(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Pods matching the label `selector` (one namespace, or all), and the list's
+        resourceVersion to watch from."""
+        ...
+
+    def watch_pods(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events ({type, object}) of matching pods after `resource_version`, until
+        the server ends the watch; raises Gone when that version is too old."""
+        ...

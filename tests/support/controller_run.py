@@ -1,0 +1,49 @@
+"""The controller running against a FakeCluster on the event loop's (fake) clock.
+
+Tests run on looptime's fast-forwarding loop (`@pytest.mark.looptime`): a test's
+`await asyncio.sleep(60)` takes no real time, and the controller's timers, backoffs and
+wall clock all follow the loop's time. The wall clock starts at T0 with the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from multigpu_operator.controller import Controller
+from multigpu_operator.settings import Settings
+from support.fake_cluster import FakeCluster
+
+T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "train:1"}]}}
+
+
+def ddp_spec(replicas: int = 2, **spec: Any) -> dict[str, Any]:
+    return {
+        "mode": "DistributedDataParallel",
+        "replicas": replicas,
+        "template": TEMPLATE,
+        **spec,
+    }
+
+
+@contextlib.asynccontextmanager
+async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIterator[Controller]:
+    """A started controller whose job events come from `cluster`; stopped on exit."""
+    loop = asyncio.get_running_loop()
+    zero = loop.time()
+
+    def clock() -> datetime:
+        return T0 + timedelta(seconds=loop.time() - zero)
+
+    controller = Controller(cluster, Settings(**{"workers": 4, **settings}), clock=clock)
+    cluster.on_job_event = controller.job_event
+    await controller.start()
+    try:
+        yield controller
+    finally:
+        await controller.stop()
+        cluster.on_job_event = None

@@ -1,0 +1,287 @@
+"""An in-memory API server behind cluster.protocol.Cluster, for controller unit tests.
+
+Objects are plain dicts, as the API server returns them: every write takes the next
+resourceVersion from one counter (as etcd does), pods are created Pending with a uid,
+a job's status is merge-patched with optimistic concurrency (a stale resourceVersion
+raises Conflict), deleting a job collects its children. The pod watch replays the
+changes after the version it is given and ends after its timeout, like the server's.
+
+The test plays the rest of the world: kopf (`on_job_event` gets every job change, as
+the kopf handler does), the kubelet (`set_phase`), and failures (`fail` makes the next
+calls of one method raise one of cluster/errors.py's errors). Every call is recorded,
+with the loop time it was made at, in `calls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from multigpu_operator.api.spec import API_VERSION, KIND
+from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, NotFound
+
+ObjectKey = tuple[str, str]  # (namespace, name)
+JobEventHandler = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    at: float  # loop time
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class PostedEvent:
+    job: str
+    type: str
+    reason: str
+    message: str
+
+
+class FakeCluster:
+    def __init__(self, latency: float = 0.0) -> None:
+        # Loop seconds every call takes: lets a test act while a reconcile is under way.
+        self.latency = latency
+        self.jobs: dict[ObjectKey, dict[str, Any]] = {}
+        self.pods: dict[ObjectKey, dict[str, Any]] = {}
+        self.services: dict[ObjectKey, dict[str, Any]] = {}
+        self.events: list[PostedEvent] = []
+        self.calls: list[Call] = []
+        self.on_job_event: JobEventHandler | None = None
+        self._errors: dict[str, list[ClusterError]] = defaultdict(list)
+        self._version = 0  # the last resourceVersion handed out
+        self._uids = itertools.count(1)
+        self._pod_log: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
+        self._changed = asyncio.Event()
+        self._watch_epoch = 0  # watches started before the current epoch end with Gone
+
+    # What the test does -----------------------------------------------------------
+
+    def fail(self, method: str, error: ClusterError, times: int = 1) -> None:
+        """The next `times` calls of `method` raise `error`."""
+        self._errors[method].extend([error] * times)
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    def add_job(self, name: str, spec: Mapping[str, Any], namespace: str = "ns") -> None:
+        """Create a MultiGPUJob (kubectl apply); kopf's watch tells the controller."""
+        job = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"job-uid-{next(self._uids)}",
+                "generation": 1,
+                "resourceVersion": self._next_version(),
+                "creationTimestamp": "2026-11-22T10:00:00Z",
+            },
+            "spec": copy.deepcopy(dict(spec)),
+        }
+        self.jobs[namespace, name] = job
+        self._job_changed("ADDED", job)
+
+    def status(self, name: str, namespace: str = "ns") -> dict[str, Any]:
+        status: dict[str, Any] = self.jobs[namespace, name].get("status") or {}
+        return status
+
+    def condition(self, name: str, ctype: str, namespace: str = "ns") -> dict[str, Any]:
+        conditions = self.status(name, namespace).get("conditions", [])
+        return next((c for c in conditions if c["type"] == ctype), {})
+
+    def pod_names(self, namespace: str = "ns") -> set[str]:
+        return {name for ns, name in self.pods if ns == namespace}
+
+    def set_phase(
+        self, name: str, phase: str, exit_code: int | None = None, namespace: str = "ns"
+    ) -> None:
+        """Play the scheduler and the kubelet: the pod is bound and in `phase`."""
+        pod = self.pods[namespace, name]
+        pod["spec"]["nodeName"] = "gpu-node-0"
+        pod["status"] = {"phase": phase}
+        if exit_code is not None:
+            term = {"exitCode": exit_code, "reason": "Error", "finishedAt": "2026-11-22T10:00:00Z"}
+            pod["status"]["containerStatuses"] = [
+                {"name": "trainer", "state": {"terminated": term}}
+            ]
+        pod["metadata"]["resourceVersion"] = self._next_version()
+        self._pod_changed("MODIFIED", pod)
+
+    def expire_watches(self) -> None:
+        """The pod watches open now end with 410 Gone, as when etcd has compacted away
+        the version they watch from."""
+        self._watch_epoch += 1
+        self._wake_watches()
+
+    # cluster.protocol.Cluster -------------------------------------------------------
+
+    async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
+        name = pod["metadata"]["name"]
+        await self._call("create_pod", namespace, name)
+        if (namespace, name) in self.pods:
+            return False
+        created = copy.deepcopy(dict(pod))
+        created["metadata"].update(
+            namespace=namespace,
+            uid=f"pod-uid-{next(self._uids)}",
+            resourceVersion=self._next_version(),
+        )
+        created.setdefault("spec", {})
+        created["status"] = {"phase": "Pending"}
+        self.pods[namespace, name] = created
+        self._pod_changed("ADDED", created)
+        return True
+
+    async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
+        name = service["metadata"]["name"]
+        await self._call("create_service", namespace, name)
+        if (namespace, name) in self.services:
+            return False
+        self.services[namespace, name] = copy.deepcopy(dict(service))
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
+        await self._call("delete_pod", namespace, name, uid)
+        pod = self.pods.get((namespace, name))
+        if pod is None or (uid is not None and pod["metadata"]["uid"] != uid):
+            return  # gone, or a namesake: the UID precondition protects it
+        self._remove_pod(namespace, name)
+
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
+        await self._call("patch_job_status", namespace, name, copy.deepcopy(dict(patch)))
+        job = self.jobs.get((namespace, name))
+        if job is None:
+            raise NotFound(f'multigpujobs "{name}" not found', 404)
+        if resource_version is not None and resource_version != job["metadata"]["resourceVersion"]:
+            raise Conflict(
+                f'Operation cannot be fulfilled on multigpujobs "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                409,
+            )
+        job["status"] = _merge(job.get("status") or {}, patch)
+        job["metadata"]["resourceVersion"] = self._next_version()
+        self._job_changed("MODIFIED", job)
+        return copy.deepcopy(job)
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        await self._call("delete_job", namespace, name, uid)
+        job = self.jobs.get((namespace, name))
+        if job is None or job["metadata"]["uid"] != uid:
+            return
+        del self.jobs[namespace, name]
+        self._job_changed("DELETED", job)
+        # Garbage collection of the children (ownerReferences).
+        for (ns, pod_name), pod in list(self.pods.items()):
+            if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", [])):
+                self._remove_pod(ns, pod_name)
+        self.services.pop((namespace, name), None)
+
+    async def post_event(
+        self, job: Mapping[str, Any], type_: str, reason: str, message: str
+    ) -> None:
+        await self._call("post_event", reason)
+        self.events.append(PostedEvent(job["metadata"]["name"], type_, reason, message))
+
+    async def list_pods(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        await self._call("list_pods", selector, namespace)
+        items = [
+            copy.deepcopy(pod) for pod in self.pods.values() if _matches(pod, selector, namespace)
+        ]
+        return items, str(self._version)
+
+    async def watch_pods(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        await self._call("watch_pods", selector, resource_version, namespace)
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout_seconds
+        seen = int(resource_version)
+        epoch = self._watch_epoch
+        while True:
+            if epoch != self._watch_epoch:
+                raise Gone(f"too old resource version: {seen}", 410)
+            changed = self._changed
+            for version, event in self._pod_log:
+                if version > seen and _matches(event["object"], selector, namespace):
+                    yield copy.deepcopy(event)
+                seen = max(seen, version)
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=ends - loop.time())
+            except TimeoutError:
+                return  # the server ends every watch after its timeout
+
+    # Inside ---------------------------------------------------------------------
+
+    def _next_version(self) -> str:
+        self._version += 1
+        return str(self._version)
+
+    async def _call(self, method: str, *args: Any) -> None:
+        self.calls.append(Call(method, asyncio.get_running_loop().time(), args))
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self._errors[method]:
+            error = self._errors[method].pop(0)
+            raise type(error)(error.message, error.status)  # a fresh one each time
+
+    def _remove_pod(self, namespace: str, name: str) -> None:
+        pod = self.pods.pop((namespace, name))
+        pod["metadata"]["resourceVersion"] = self._next_version()
+        self._pod_changed("DELETED", pod)
+
+    def _pod_changed(self, type_: str, pod: dict[str, Any]) -> None:
+        version = int(pod["metadata"]["resourceVersion"])
+        self._pod_log.append((version, {"type": type_, "object": copy.deepcopy(pod)}))
+        self._wake_watches()
+
+    def _wake_watches(self) -> None:
+        # Each watch waits on the Event that was current when it last looked.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _job_changed(self, type_: str, job: dict[str, Any]) -> None:
+        handler = self.on_job_event
+        if handler is not None:
+            # Later, as a watch delivers it, not inside the call that made the change.
+            asyncio.get_running_loop().call_soon(handler, type_, copy.deepcopy(job))
+
+
+def _merge(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386): null removes a key, objects merge, the rest replaces."""
+    merged = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _matches(obj: Mapping[str, Any], selector: str, namespace: str | None) -> bool:
+    """`namespace` (None: all) and a label selector of `key` / `key=value` terms."""
+    meta = obj["metadata"]
+    if namespace is not None and meta.get("namespace") != namespace:
+        return False
+    labels = meta.get("labels") or {}
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if key not in labels or (value and labels[key] != value):
+            return False
+    return True

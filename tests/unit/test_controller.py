@@ -1,0 +1,183 @@
+"""The controller against an in-memory cluster (support/fake_cluster.py) on looptime's
+fake loop clock: what it writes and in which order, how it retries, when it wakes up.
+The same behaviour on a real API server: tests/integration/test_operator_e2e.py and
+test_lifecycle_*.py."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from multigpu_operator.cluster.errors import ClusterError, Conflict, Invalid
+from support.controller_run import ddp_spec, running_controller
+from support.fake_cluster import FakeCluster
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
+
+KEY = ("ns", "train")
+REJECTED = 'Pod "train-0" is invalid: spec.containers[0].image: Required value'
+
+
+def methods(cluster: FakeCluster) -> list[str]:
+    """The calls that change something, in order (the pod watch's are left out)."""
+    return [c.method for c in cluster.calls if c.method not in ("list_pods", "watch_pods")]
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [round(later - earlier, 3) for earlier, later in itertools.pairwise(times)]
+
+
+async def test_a_new_job_gets_its_status_then_its_children_then_its_events() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec(replicas=2))
+        await asyncio.sleep(1)
+    assert cluster.pod_names() == {"train-0", "train-1"}
+    assert set(cluster.services) == {KEY}
+    assert cluster.status("train")["phase"] == "Pending"
+    calls = methods(cluster)
+    # Counters before pods (a crash cannot forget an attempt); events after the write.
+    assert calls[0] == "patch_job_status"
+    assert {"create_pod", "create_service"} <= set(calls[: calls.index("post_event")])
+    assert [e.reason for e in cluster.events] == ["PodsCreated"]
+
+
+async def test_a_status_conflict_is_retried_and_its_events_wait_for_the_write() -> None:
+    cluster = FakeCluster()
+    cluster.fail("patch_job_status", Conflict("the object has been modified", 409))
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(1)
+        # The lost write touched nothing: no pods, no events.
+        assert (cluster.pod_names(), cluster.events) == (set(), [])
+        await asyncio.sleep(1)
+    writes = [w.at for w in cluster.calls_of("patch_job_status")]
+    assert gaps(writes)[0] == 1.5  # CONFLICT_RETRY_SECONDS, and half a second late
+    assert cluster.pod_names() == {"train-0", "train-1"}
+    assert [e.reason for e in cluster.events] == ["PodsCreated"]
+
+
+async def test_a_pod_rejected_by_the_server_fails_the_job_with_its_message() -> None:
+    cluster = FakeCluster()
+    # Only these two creates are rejected: a pass that started from a status older than
+    # the Failed one written would create the pods.
+    cluster.fail("create_pod", Invalid(REJECTED, 422), times=2)
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(120)
+    failed = cluster.condition("train", "Failed")
+    assert cluster.status("train")["phase"] == "Failed"
+    assert (failed["reason"], failed["message"]) == ("InvalidPodTemplate", REJECTED)
+    assert ("Warning", "InvalidPodTemplate", REJECTED) in {
+        (e.type, e.reason, e.message) for e in cluster.events
+    }
+    assert len(cluster.calls_of("create_pod")) == 2  # a failed job is not retried
+
+
+async def test_a_failing_pass_backs_off_exponentially_to_the_cap_then_resets() -> None:
+    cluster = FakeCluster()
+    outage = ClusterError("etcdserver: request timed out", 500)
+    cluster.fail("patch_job_status", outage, times=5)
+    async with running_controller(cluster, retry_base_seconds=2, retry_max_seconds=10):
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(60)
+        writes = [w.at for w in cluster.calls_of("patch_job_status")]
+        assert gaps(writes)[:5] == [2, 4, 8, 10, 10]
+        assert [e.reason for e in cluster.events] == ["PodsCreated"]  # only after the write
+        # A successful pass reset the backoff: the next outage starts again at the base.
+        cluster.fail("patch_job_status", outage, times=2)
+        cluster.set_phase("train-0", "Running")
+        cluster.set_phase("train-1", "Running")
+        await asyncio.sleep(60)
+    later = [w.at for w in cluster.calls_of("patch_job_status")][len(writes) :]
+    assert gaps(later)[:2] == [2, 4]
+    assert cluster.status("train")["phase"] == "Running"
+
+
+async def test_a_deadline_wakes_the_job_when_it_is_due() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec(runPolicy={"activeDeadlineSeconds": 30}))
+        await asyncio.sleep(1)
+        cluster.set_phase("train-0", "Running")
+        cluster.set_phase("train-1", "Running")
+        await asyncio.sleep(28)
+        assert cluster.status("train")["phase"] == "Running"
+        await asyncio.sleep(2)
+    assert cluster.condition("train", "Failed")["reason"] == "DeadlineExceeded"
+    assert cluster.pod_names() == set()
+
+
+async def test_a_finished_job_is_deleted_after_its_ttl_and_its_timer_goes_with_it() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec(runPolicy={"ttlSecondsAfterFinished": 60}))
+        await asyncio.sleep(1)
+        for name in ("train-0", "train-1"):
+            cluster.set_phase(name, "Succeeded", exit_code=0)
+        await asyncio.sleep(1)
+        assert cluster.status("train")["phase"] == "Succeeded"
+        assert controller.queue.due(KEY) is not None
+        await asyncio.sleep(60)
+        assert cluster.jobs == {}
+        assert controller.queue.due(KEY) is None
+        assert KEY not in controller.jobs
+    assert len(cluster.calls_of("delete_job")) == 1
+
+
+async def test_deleting_a_job_cancels_its_timer() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec(runPolicy={"activeDeadlineSeconds": 30}))
+        await asyncio.sleep(1)
+        assert controller.queue.due(KEY) is not None
+        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        await asyncio.sleep(1)
+        assert controller.queue.due(KEY) is None
+        before = methods(cluster)
+        await asyncio.sleep(60)
+        assert methods(cluster) == before  # no pass at the deadline
+
+
+async def test_changes_during_a_pass_make_exactly_one_more_pass() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(1)
+        cluster.set_phase("train-0", "Running")
+        cluster.set_phase("train-1", "Running")
+        await asyncio.sleep(1)  # settled: a pass now changes nothing
+        passes: list[float] = []
+        reconcile = controller.reconcile
+
+        async def slow(key: tuple[str, str]) -> None:
+            passes.append(asyncio.get_running_loop().time())
+            await asyncio.sleep(1)  # a pass that takes a second
+            await reconcile(key)
+
+        controller.reconcile = slow  # type: ignore[method-assign]
+        controller.enqueue(KEY)
+        await asyncio.sleep(0.5)
+        for _ in range(5):
+            controller.enqueue(KEY)
+        await asyncio.sleep(30)
+    assert gaps(passes) == [1]  # the running pass, then one for all five
+
+
+async def test_the_pod_cache_follows_the_cluster_across_watch_timeouts_and_expiry() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(400)  # past the server's 300 s watch timeout: watched again
+        cluster.set_phase("train-0", "Running")
+        cluster.expire_watches()  # 410 Gone: listed again
+        cluster.set_phase("train-1", "Running")
+        await asyncio.sleep(1)
+        cached = {
+            p["metadata"]["name"]: p["status"]["phase"] for p in controller.informer.pods_of(KEY)
+        }
+    assert cached == {"train-0": "Running", "train-1": "Running"}
+    assert cluster.status("train")["phase"] == "Running"
+    assert (len(cluster.calls_of("list_pods")), len(cluster.calls_of("watch_pods"))) == (2, 3)
