@@ -8,14 +8,9 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.local.kubelet import expand
+from multigpu_operator.local.machine import Machine, parse_visible_devices
 from multigpu_operator.local.outcome import PodExit, container_exit_code, job_outcome
-from multigpu_operator.local.plan import (
-    LocalPlan,
-    LocalPlanError,
-    Machine,
-    parse_visible_devices,
-    plan_local,
-)
+from multigpu_operator.local.plan import LocalPlan, LocalPlanError, plan_local
 from multigpu_operator.plan import plan_job
 
 PORT = 41234

@@ -15,8 +15,6 @@ Everything about the machine comes in as a `Machine`; local/runner.py finds it o
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +22,9 @@ from typing import Any
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.template import trainer_index
 from multigpu_operator.local.kubelet import LOCALHOST, LocalPlanError, expand, resolve_env
+from multigpu_operator.local.machine import Machine, device_slices
+from multigpu_operator.local.volumes import rebase, volume_dirs
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.plan.pod import SHM_PATH
 
 __all__ = ["LocalPlan", "LocalPlanError", "LocalProcess", "Machine", "plan_local"]
 
@@ -61,18 +60,6 @@ _CLUSTER_ONLY_PREFIXES = ("PET_", "TORCHELASTIC_")
 
 
 @dataclass(frozen=True)
-class Machine:
-    """What a local run needs to know about this machine."""
-
-    gpus: tuple[str, ...]  # usable GPU ids, as CUDA_VISIBLE_DEVICES names them
-    cpus: int
-    hostname: str
-    python_bin_dir: str  # the running Python's bin directory: first on every PATH
-    environ: Mapping[str, str]  # the environment `mgj` was started with
-    scratch_dir: str  # emptyDir volumes become directories under it
-
-
-@dataclass(frozen=True)
 class LocalProcess:
     """One pod's training container as a local process."""
 
@@ -93,17 +80,6 @@ class LocalPlan:
     warnings: tuple[str, ...]  # what may make the run behave unlike the cluster's
 
 
-def parse_visible_devices(value: str) -> tuple[str, ...]:
-    """CUDA_VISIBLE_DEVICES entries as CUDA reads them: up to the first invalid one."""
-    ids: list[str] = []
-    for item in value.split(","):
-        entry = item.strip()
-        if not entry or entry.startswith("-"):
-            break
-        ids.append(entry)
-    return tuple(ids)
-
-
 def plan_local(
     job: Job, desired: DesiredState, machine: Machine, *, port: int, cpu: bool
 ) -> LocalPlan:
@@ -115,7 +91,7 @@ def plan_local(
     notes: list[str] = []
     warnings: list[str] = []
     replicas = len(desired.pods)
-    devices = _device_slices(job, desired, machine, cpu, notes)
+    devices = device_slices(job, desired, machine, cpu, notes)
     overrides = _overrides(job, replicas, port, cpu, notes)
     threads = _threads_per_process(job, machine, notes)
     processes = tuple(
@@ -123,41 +99,6 @@ def plan_local(
         for i, pod in enumerate(desired.pods)
     )
     return LocalPlan(processes, tuple(dict.fromkeys(notes)), tuple(dict.fromkeys(warnings)))
-
-
-def _device_slices(
-    job: Job, desired: DesiredState, machine: Machine, cpu: bool, notes: list[str]
-) -> list[str]:
-    """CUDA_VISIBLE_DEVICES of each pod: "" hides every GPU, as a CPU pod sees none."""
-    replicas, gpus = len(desired.pods), job.spec.gpus_per_replica
-    if gpus == 0:
-        return [""] * replicas
-    needed = replicas * gpus
-    if cpu:
-        notes.append(
-            f"--cpu: {needed} GPUs ({replicas} pods x {gpus}) run as CPU processes on the gloo "
-            "backend (MGJ_BACKEND=gloo, NVIDIA_VISIBLE_DEVICES=void); world size and ranks "
-            "stay as planned"
-        )
-        return [""] * replicas
-    if not machine.gpus:
-        raise LocalPlanError(
-            f"job {job.ref.name} needs {needed} GPUs ({replicas} pods x {gpus} "
-            "spec.gpusPerReplica) and this machine has none; add --cpu to run each GPU as a "
-            "CPU process with the gloo backend, or set spec.gpusPerReplica to 0"
-        )
-    if needed > len(machine.gpus):
-        raise LocalPlanError(
-            f"job {job.ref.name} needs {needed} GPUs ({replicas} pods x {gpus} "
-            f"spec.gpusPerReplica) and this machine has {len(machine.gpus)} "
-            f"({','.join(machine.gpus)}); lower spec.replicas or spec.gpusPerReplica, "
-            "or add --cpu"
-        )
-    slices = [",".join(machine.gpus[i * gpus : (i + 1) * gpus]) for i in range(replicas)]
-    names = [p["metadata"]["name"] for p in desired.pods]
-    shown = "; ".join(f"{n}: {s}" for n, s in zip(names, slices, strict=True))
-    notes.append(f"GPUs (CUDA_VISIBLE_DEVICES): {shown}")
-    return slices
 
 
 def _overrides(job: Job, replicas: int, port: int, cpu: bool, notes: list[str]) -> dict[str, str]:
@@ -237,8 +178,8 @@ def _process(
     pod_env = resolve_env(
         env_list, pod, pod_uid=f"{job.ref.uid}-{index}", node=machine.hostname, where=where
     )
-    mounts = _volume_dirs(spec, container, name, machine.scratch_dir, notes, warnings)
-    pod_env = {key: _rebase(val, mounts) for key, val in pod_env.items()}
+    mounts = volume_dirs(spec, container, name, machine.scratch_dir, notes, warnings)
+    pod_env = {key: rebase(val, mounts) for key, val in pod_env.items()}
 
     command = [str(c) for c in container.get("command", []) or []]
     if not command:
@@ -247,7 +188,7 @@ def _process(
             'has no image: set the command (e.g. ["python", "train.py"])'
         )
     args = [str(a) for a in container.get("args", []) or []]
-    argv = tuple(_rebase(expand(part, pod_env), mounts) for part in [*command, *args])
+    argv = tuple(rebase(expand(part, pod_env), mounts) for part in [*command, *args])
     if "CUDA_VISIBLE_DEVICES" in pod_env:
         warnings.append(
             f"{where}.env[CUDA_VISIBLE_DEVICES] is replaced by the pod's own GPUs locally"
@@ -260,7 +201,7 @@ def _process(
         container=cname,
         argv=argv,
         env=_process_env(machine, pod_env, devices, threads),
-        working_dir=_rebase(str(working_dir), mounts) if working_dir else None,
+        working_dir=rebase(str(working_dir), mounts) if working_dir else None,
         grace_period_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_S)),
         directories=tuple(mounts.values()),
     )
@@ -286,50 +227,6 @@ def _process_env(
     if threads is not None and "OMP_NUM_THREADS" not in env:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
-
-
-def _volume_dirs(
-    spec: Mapping[str, Any],
-    container: Mapping[str, Any],
-    pod: str,
-    scratch_dir: str,
-    notes: list[str],
-    warnings: list[str],
-) -> dict[str, str]:
-    """Mount path -> local directory, for the emptyDir volumes a local run can stand in for."""
-    volumes = {v.get("name"): v for v in spec.get("volumes", []) or []}
-    mapped: dict[str, str] = {}
-    for mount in container.get("volumeMounts", []) or []:
-        path = str(mount.get("mountPath", "")).rstrip("/") or "/"
-        vname = str(mount.get("name", ""))
-        volume = volumes.get(vname, {})
-        kind = next((k for k in volume if k != "name"), "unknown")
-        if kind == "emptyDir" and path == SHM_PATH:
-            notes.append(
-                f"{SHM_PATH}: this machine's own (the memory emptyDir the pods get is not needed)"
-            )
-        elif kind == "emptyDir":
-            local = posixpath.join(scratch_dir, pod, vname)
-            mapped[path] = local
-            notes.append(
-                f"{pod}: emptyDir {vname!r} at {path} is {local} (paths in command, args, env "
-                f"and workingDir are rewritten; paths your code builds still point at {path})"
-            )
-        else:
-            warnings.append(
-                f"volume {vname!r} ({kind}) at {path} is not mounted by a local run: "
-                f"{path} is this machine's own"
-            )
-    return mapped
-
-
-def _rebase(value: str, mounts: Mapping[str, str]) -> str:
-    """`value` with paths under an emptyDir mount moved to its local directory."""
-    for path in sorted(mounts, key=len, reverse=True):
-        # The mount path as a whole path: at a token's start, ending at `/` or a token's end.
-        pattern = r"(?<![^\s=:,])" + re.escape(path) + r"(?=/|$|[\s,:;])"
-        value = re.sub(pattern, mounts[path].replace("\\", "\\\\"), value)
-    return value
 
 
 def _note_what_is_not_run(

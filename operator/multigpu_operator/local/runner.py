@@ -14,24 +14,16 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from multigpu_operator.api.spec import Job
+from multigpu_operator.local.host import free_port, kill_tree, this_machine
 from multigpu_operator.local.outcome import PodExit, container_exit_code, job_outcome
-from multigpu_operator.local.plan import (
-    LocalPlanError,
-    LocalProcess,
-    Machine,
-    parse_visible_devices,
-    plan_local,
-)
+from multigpu_operator.local.plan import LocalPlanError, LocalProcess, plan_local
 from multigpu_operator.plan import DesiredState
 
 # How long output may keep coming after every pod has exited.
@@ -63,52 +55,6 @@ def run_job(job: Job, desired: DesiredState, *, cpu: bool, out: TextIO, err: Tex
     outcome = job_outcome(job.ref.name, len(plan.processes), exits)
     print(f"mgj: {outcome.message}", file=err)
     return outcome.exit_code
-
-
-def this_machine(scratch_dir: str) -> Machine:
-    return Machine(
-        gpus=visible_gpus(os.environ),
-        cpus=_usable_cpus(),
-        hostname=socket.gethostname(),
-        python_bin_dir=os.path.dirname(sys.executable),
-        environ=dict(os.environ),
-        scratch_dir=scratch_dir,
-    )
-
-
-def _usable_cpus() -> int:
-    # The CPUs this process may run on (a container's cpuset), not the host's count.
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPUs this run may use: CUDA_VISIBLE_DEVICES when set, else every NVIDIA GPU."""
-    if "CUDA_VISIBLE_DEVICES" in environ:
-        return parse_visible_devices(environ["CUDA_VISIBLE_DEVICES"])
-    smi = shutil.which("nvidia-smi")
-    if smi is not None:
-        try:
-            listed = subprocess.run(
-                [smi, "-L"], capture_output=True, text=True, timeout=30, check=True
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            listed = ""
-        count = sum(line.startswith("GPU ") for line in listed.splitlines())
-        if count:
-            return tuple(str(i) for i in range(count))
-    driver = Path("/proc/driver/nvidia/gpus")
-    count = len(list(driver.iterdir())) if driver.is_dir() else 0
-    return tuple(str(i) for i in range(count))
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class _Pod(asyncio.SubprocessProtocol):
@@ -189,7 +135,7 @@ async def run_processes(
             loop.remove_signal_handler(sig)
         for pod in pods:
             if pod.returncode is None:
-                _kill_tree(pod.pid)
+                kill_tree(pod.pid)
         await asyncio.gather(*stopping, return_exceptions=True)
         for pod in pods:
             assert pod.transport is not None
@@ -209,7 +155,7 @@ async def _supervise(pods: list[_Pod], stop_all: Callable[[], None]) -> list[Pod
             code = container_exit_code(returncode)
             exits.append(_exit(finished, code))
             # The container is gone, and with it everything it started.
-            _kill_tree(finished.pid)
+            kill_tree(finished.pid)
             if code != 0 and not finished.stopped and not failed:
                 # A failed rank breaks the collective: the others would wait in it forever.
                 failed = True
@@ -267,35 +213,8 @@ async def _stop(pod: _Pod, *, now: bool = False) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(pod.exited), pod.spec.grace_period_s)
             return
-    _kill_tree(pod.pid)
+    kill_tree(pod.pid)
     await pod.exited
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant (torchrun starts its
-    workers in sessions of their own, so the group alone would miss them)."""
-    for target in [pid, *_descendants(pid)]:
-        for kill in (os.killpg, os.kill):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                kill(target, signal.SIGKILL)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Children, grandchildren, ... of `pid`, from /proc (none where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _exit(pod: _Pod, code: int) -> PodExit:

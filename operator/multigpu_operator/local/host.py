@@ -1,0 +1,89 @@
+"""This machine, as a local run sees it: its GPUs and CPUs, a free port, and killing a
+process with everything it started (the I/O behind local/runner.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from multigpu_operator.local.machine import Machine, parse_visible_devices
+
+
+def this_machine(scratch_dir: str) -> Machine:
+    return Machine(
+        gpus=visible_gpus(os.environ),
+        cpus=usable_cpus(),
+        hostname=socket.gethostname(),
+        python_bin_dir=os.path.dirname(sys.executable),
+        environ=dict(os.environ),
+        scratch_dir=scratch_dir,
+    )
+
+
+def usable_cpus() -> int:
+    # The CPUs this process may run on (a container's cpuset), not the host's count.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPUs this run may use: CUDA_VISIBLE_DEVICES when set, else every NVIDIA GPU."""
+    if "CUDA_VISIBLE_DEVICES" in environ:
+        return parse_visible_devices(environ["CUDA_VISIBLE_DEVICES"])
+    smi = shutil.which("nvidia-smi")
+    if smi is not None:
+        try:
+            listed = subprocess.run(
+                [smi, "-L"], capture_output=True, text=True, timeout=30, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            listed = ""
+        count = sum(line.startswith("GPU ") for line in listed.splitlines())
+        if count:
+            return tuple(str(i) for i in range(count))
+    driver = Path("/proc/driver/nvidia/gpus")
+    count = len(list(driver.iterdir())) if driver.is_dir() else 0
+    return tuple(str(i) for i in range(count))
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process, its process group and every descendant (torchrun starts its
+    workers in sessions of their own, so the group alone would miss them)."""
+    for target in [pid, *descendants(pid)]:
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(target, signal.SIGKILL)
+
+
+def descendants(pid: int) -> list[int]:
+    """Children, grandchildren, ... of `pid`, from /proc (none where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
