@@ -25,6 +25,7 @@ from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy import (
     cleanup,
+    containers,
     create,
     deadline,
     elastic,
@@ -45,6 +46,7 @@ STEPS: tuple[Step, ...] = (
     requeue.wait_to_requeue,  # after a gang timeout with Requeue
     restarts.failures_and_restarts,  # a new attempt, an elastic pod replaced, or Failed
     gang.gang_start,  # gang.timeoutSeconds while pods are unschedulable
+    containers.container_states,  # containers the kubelet cannot start (image, config)
     elastic.elastic_size,  # below minReplicas; scale to spec.replicas
     create.missing_pods,  # the desired pods whose names are free
 )

@@ -62,6 +62,7 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
                 "message",
                 "conditions",
                 "containerStatuses",
+                "initContainerStatuses",
                 "podIP",
                 "startTime",
             )
