@@ -223,6 +223,7 @@ class LocalCluster:
         gpus_per_node: int = 8,
         cpu_nodes: int = 1,
         real_node: bool = True,
+        load_images: bool = True,
     ) -> None:
         """Start the cluster (or reuse a healthy one) and make sure its nodes exist."""
         if not self.is_healthy():
@@ -249,7 +250,8 @@ class LocalCluster:
             from cluster.images import load_built
 
             self.real_node.up()
-            load_built(self.real_node)
+            if load_images:
+                load_built(self.real_node)
 
     def down(self) -> None:
         """Stop every process of the cluster and its real node, and remove their state."""

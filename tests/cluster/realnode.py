@@ -205,12 +205,12 @@ class RealNode:
             "Corefile": corefile(node, kcfg),
         }
         for name, text in files.items():
-            self._conf(name).write_text(text)
+            _write(self._conf(name), text)
         node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
-        (node.cni_conf_dir / "10-mgj.conflist").write_text(cni_config(node))
+        _write(node.cni_conf_dir / "10-mgj.conflist", cni_config(node))
         node.sysctl_dir.mkdir(parents=True, exist_ok=True)
         for key, value in KUBELET_SYSCTLS.items():
-            (node.sysctl_dir / key.replace("/", ".")).write_text(value + "\n")
+            _write(node.sysctl_dir / key.replace("/", "."), value + "\n")
 
     def _forwarder_argv(self) -> list[str]:
         port = urlparse(self._server()).port
@@ -345,6 +345,13 @@ class RealNode:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{what}: not after {timeout:.0f}s; logs in {self.layout.logs}")
             time.sleep(0.3)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `path` unless it already holds `text`: kube-proxy exits when its
+    configuration file is written, even with the same content."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
 
 
 def _run(*argv: str) -> None:

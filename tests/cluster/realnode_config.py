@@ -30,7 +30,7 @@ SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
 FORWARD_PORT = 6443
-PAUSE_IMAGE = "localhost/multigpu-operator/pause:3.10"
+PAUSE_IMAGE = "localhost/multigpu-operator/pause:3.10.2"
 CNI_BIN_DIR = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
 # Marks every process of a node (inherited by containerd's shims), so that `down` finds

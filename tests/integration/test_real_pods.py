@@ -178,6 +178,11 @@ def test_elastic_replaces_a_deleted_pod_which_joins_the_next_round(real: JobEnv)
     # torchrun is told its own address from the downward API: the pod's IP.
     assert exec_in(real, "elastic-1", "printenv", "PET_LOCAL_ADDR").strip() == pod.status.pod_ip
     assert exec_in(real, "elastic-1", "id", "-u").strip() == "10001"  # the image's user
+    # Every pod has a cluster DNS name through the job's headless Service (CoreDNS).
+    fqdn = f"elastic-0.elastic.{real.namespace}.svc.cluster.local"
+    lookup = f"import socket; print(socket.gethostbyname({fqdn!r}))"
+    survivor_ip = real.core.read_namespaced_pod("elastic-0", real.namespace).status.pod_ip
+    assert exec_in(real, "elastic-1", "python", "-c", lookup).strip() == survivor_ip
     real.cluster.kubectl("delete", "pod", "-n", real.namespace, "elastic-1", "--wait=false")
     status = finished(real, "elastic")
     assert status["phase"] == "Succeeded", status
