@@ -51,6 +51,10 @@ def cache_dir() -> Path:
     """The cache outside the repository that holds binaries and cluster state."""
     if env := os.environ.get("MGJ_CACHE_DIR"):
         return Path(env)
+    return default_cache_dir()
+
+
+def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "multigpu-operator"
 
@@ -168,8 +172,13 @@ class LocalCluster:
 
     @property
     def node_layout(self) -> NodeLayout:
-        """Addresses and paths of this cluster's real node."""
-        return NodeLayout(self.name, self.workdir.parent / "realnode" / self.name)
+        """Addresses and paths of this cluster's real node. Network namespaces, addresses
+        and /run are machine-wide: a cluster under another cache directory (MGJ_CACHE_DIR)
+        gets a node of its own even under the same name."""
+        node_id = self.name
+        if cache_dir() != default_cache_dir():
+            node_id += "-" + hashlib.sha256(str(cache_dir()).encode()).hexdigest()[:6]
+        return NodeLayout(node_id, self.workdir.parent / "realnode" / self.name)
 
     @property
     def real_node(self) -> RealNode:

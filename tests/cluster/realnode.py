@@ -167,7 +167,13 @@ class RealNode:
 
     def _network(self) -> None:
         node = self.layout
-        if not Path(f"/run/netns/{node.netns}").exists():
+        owned = Path(f"/run/netns/{node.netns}").exists()
+        if Path(f"/sys/class/net/{node.host_veth}").exists() and not owned:
+            raise RuntimeError(
+                f"{node.host_veth} ({node.host_ip}) belongs to another cluster's real node: "
+                "cluster names map to the same addresses; choose another --name"
+            )
+        if not owned:
             _run("ip", "netns", "add", node.netns)
         if not Path(f"/sys/class/net/{node.host_veth}").exists():
             _run(

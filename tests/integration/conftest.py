@@ -27,7 +27,9 @@ from support.operator_process import OperatorProcess
 def local_cluster() -> Iterator[LocalCluster]:
     cluster = LocalCluster(build_tools(), TEST_NAME)
     reused = cluster.is_healthy()
-    cluster.up()
+    # MGJ_NO_REAL_NODE=1: simulated nodes only, for working on other tests on a machine
+    # whose real node (and its several-GB images) another cluster already has.
+    cluster.up(real_node=os.environ.get("MGJ_NO_REAL_NODE") != "1")
     yield cluster
     if not reused and not os.environ.get("MGJ_KEEP_CLUSTER"):
         cluster.down()
