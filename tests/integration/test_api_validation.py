@@ -346,6 +346,7 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
         "events",
         "customresourcedefinitions",
         "namespaces",
+        "nodes",
     }
     assert ("", "pods", "create") in grants
     assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
@@ -354,3 +355,5 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
     assert ("multigpu.dev", "multigpujobs", "delete") in grants
     assert ("", "services", "delete") not in grants
     assert ("", "secrets", "get") not in grants
+    # Nodes are only read (the fit check), never changed.
+    assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}

@@ -1,0 +1,109 @@
+"""The node informer (cluster/nodes.py) against the in-memory API server. Async tests run
+on looptime's fast-forwarding loop: minutes of watch timeouts and backoff take no real
+time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from multigpu_operator.cluster.errors import Forbidden
+from multigpu_operator.cluster.nodes import NodeInformer, trim_node
+from support.fake_cluster import FakeCluster
+
+
+def api_node(name: str, gpus: int = 8, heartbeat: str = "10:00") -> dict[str, Any]:
+    """A node as the API server returns it, with what the informer drops."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"nvidia.com/gpu.product": "H100"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "managedFields": [{"manager": "kubelet"}],
+        },
+        "spec": {
+            "podCIDR": "10.0.0.0/24",
+            "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+        },
+        "status": {
+            "allocatable": {"cpu": "96", "nvidia.com/gpu": str(gpus)},
+            "capacity": {"cpu": "96", "nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
+            "images": [{"names": ["trainer:1"], "sizeBytes": 10**9}],
+        },
+    }
+
+
+def test_a_node_is_kept_trimmed_to_what_the_fit_check_reads() -> None:
+    assert trim_node(api_node("gpu-0")) == {
+        "metadata": {"name": "gpu-0", "labels": {"nvidia.com/gpu.product": "H100"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "96", "nvidia.com/gpu": "8"}},
+    }
+    assert trim_node({"metadata": {"name": "bare"}}) == {
+        "metadata": {"name": "bare", "labels": {}},
+        "spec": {"taints": []},
+        "status": {"allocatable": {}},
+    }
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=3600)
+async def test_the_informer_follows_nodes_and_ignores_heartbeats() -> None:
+    cluster = FakeCluster()
+    cluster.add_node(api_node("gpu-0"))
+    informer = NodeInformer(cluster)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.sleep(1)
+        first = informer.nodes()
+        assert [n["metadata"]["name"] for n in first] == ["gpu-0"]
+
+        cluster.add_node(api_node("gpu-0", heartbeat="10:05"))
+        await asyncio.sleep(1)
+        assert informer.nodes() is first  # nothing it keeps changed
+
+        cluster.add_node(api_node("gpu-0", gpus=4))
+        cluster.add_node(api_node("gpu-1"))
+        await asyncio.sleep(400)  # past the server's watch timeout: watched again
+        cluster.expire_watches()  # 410 Gone: listed again
+        cluster.remove_node("gpu-1")
+        await asyncio.sleep(1)
+        nodes = informer.nodes()
+    finally:
+        task.cancel()
+    assert [
+        (n["metadata"]["name"], n["status"]["allocatable"]["nvidia.com/gpu"]) for n in nodes
+    ] == [("gpu-0", "4")]
+    assert len(cluster.calls_of("list_nodes")) == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=3600)
+async def test_without_permission_to_read_nodes_it_says_so_once_and_knows_none(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = FakeCluster()
+    cluster.add_node(api_node("gpu-0"))
+    denied = 'nodes is forbidden: User "operator" cannot list resource "nodes"'
+    cluster.fail("list_nodes", Forbidden(denied, 403), times=5)
+    informer = NodeInformer(cluster)
+    task = asyncio.create_task(informer.run())
+    try:
+        with caplog.at_level(logging.WARNING, logger="multigpu_operator.cluster.nodes"):
+            await asyncio.sleep(10)
+            assert informer.nodes() == ()
+            await asyncio.sleep(600)  # granted meanwhile: the retries find the nodes
+    finally:
+        task.cancel()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot read nodes ({denied}); jobs that no node can fit are not told apart from "
+        "a busy cluster until this heals"
+    ]
+    assert [n["metadata"]["name"] for n in informer.nodes()] == ["gpu-0"]
