@@ -123,6 +123,7 @@ def test_names_subresources_and_columns() -> None:
         ".status.worldSize",
         ".spec.gpusPerReplica",
         ".status.phase",
+        ".status.reason",
         ".status.restarts",
         ".metadata.creationTimestamp",
     ]

@@ -1,6 +1,6 @@
-"""The node informer (cluster/nodes.py) against the in-memory API server. Async tests run
-on looptime's fast-forwarding loop: minutes of watch timeouts and backoff take no real
-time."""
+"""The node informer (cluster/nodes.py) against the in-memory API server, and the nodes
+reaching the reconcile pass through the controller. Async tests run on looptime's
+fast-forwarding loop: minutes of watch timeouts and backoff take no real time."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from multigpu_operator.cluster.errors import Forbidden
 from multigpu_operator.cluster.nodes import NodeInformer, trim_node
+from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
 
@@ -107,3 +108,30 @@ async def test_without_permission_to_read_nodes_it_says_so_once_and_knows_none(
         "a busy cluster until this heals"
     ]
     assert [n["metadata"]["name"] for n in informer.nodes()] == ["gpu-0"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=3600)
+async def test_the_controller_hands_the_nodes_to_each_pass() -> None:
+    cluster = FakeCluster()
+    for i in range(2):
+        cluster.add_node(api_node(f"gpu-{i}"))
+    spec = ddp_spec(gpusPerReplica=16, gang={"timeoutSeconds": 60, "onTimeout": "Requeue"})
+    async with running_controller(cluster):
+        cluster.add_job("train", spec)
+        await asyncio.sleep(1)
+        for name in ("train-0", "train-1"):
+            cluster.set_unschedulable(
+                name, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu"
+            )
+        await asyncio.sleep(1)
+        waiting = cluster.condition("train", "Scheduled")
+        await asyncio.sleep(60)
+    assert waiting["reason"] == "NoNodeFits"
+    assert waiting["message"].startswith(
+        "no node can ever fit pod train-0: it asks for 16 nvidia.com/gpu, the largest node has 8"
+    )
+    assert [e.reason for e in cluster.events if e.type == "Warning"] == ["NoNodeFits", "NoNodeFits"]
+    status = cluster.status("train")
+    assert (status["phase"], status["reason"]) == ("Failed", "NoNodeFits")
+    assert cluster.pod_names() == set()
