@@ -266,7 +266,17 @@ def test_printer_columns(
     create(api_client, namespace, job(ddp(replicas=2, gpusPerReplica=4)))
 
     out = installed_crd.kubectl("get", "mgj", "-n", namespace).stdout.split("\n")
-    header = ["NAME", "MODE", "REPLICAS", "WORLD", "GPUS/REPLICA", "PHASE", "RESTARTS", "AGE"]
+    header = [
+        "NAME",
+        "MODE",
+        "REPLICAS",
+        "WORLD",
+        "GPUS/REPLICA",
+        "PHASE",
+        "REASON",
+        "RESTARTS",
+        "AGE",
+    ]
     assert out[0].split() == header
     assert out[1].split()[:4] == ["job", "DistributedDataParallel", "2", "4"]
 
