@@ -101,6 +101,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     ("shm-bad", ddp(shmSize="2 GB"), "job", "spec.shmSize in body should match"),
     (
+        "start-policy-wait-typo",
+        ddp(startPolicy={"onTimeout": "wait"}),
+        "job",
+        'spec.startPolicy.onTimeout: Unsupported value: "wait"',
+    ),
+    (
         "no-containers",
         ddp(template={"spec": {"containers": []}}),
         "job",
