@@ -1,5 +1,6 @@
-"""The node informer (cluster/nodes.py) against the in-memory API server, and the nodes
-reaching the reconcile pass through the controller. Async tests run on looptime's
+"""The node informer (cluster/nodes.py) against the in-memory API server, the nodes
+reaching the reconcile pass through the controller, and what the pod cache keeps for the
+fit check. Async tests run on looptime's
 fast-forwarding loop: minutes of watch timeouts and backoff take no real time."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.cluster.errors import Forbidden
+from multigpu_operator.cluster.informer import trim_pod
 from multigpu_operator.cluster.nodes import NodeInformer, trim_node
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
@@ -51,6 +53,36 @@ def test_a_node_is_kept_trimmed_to_what_the_fit_check_reads() -> None:
         "metadata": {"name": "bare", "labels": {}},
         "spec": {"taints": []},
         "status": {"allocatable": {}},
+    }
+
+
+def test_the_pod_cache_keeps_what_the_scheduler_fits_a_pod_by() -> None:
+    """As admission left the pod: a webhook's toleration, a LimitRange's requests."""
+    resources = {"limits": {"nvidia.com/gpu": "8"}, "requests": {"memory": "1Gi"}}
+    pod = {
+        "metadata": {"name": "train-0", "namespace": "ns", "labels": {}},
+        "spec": {
+            "nodeName": None,
+            "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+            "tolerations": [{"key": "team", "operator": "Exists"}],
+            "overhead": {"cpu": "250m"},
+            "initContainers": [
+                {"name": "log", "image": "l", "restartPolicy": "Always", "resources": {}}
+            ],
+            "containers": [
+                {"name": "trainer", "image": "t", "env": [{"name": "RANK"}], "resources": resources}
+            ],
+            "volumes": [{"name": "data"}],
+            "hostname": "train-0",
+        },
+    }
+    assert trim_pod(pod)["spec"] == {
+        "nodeName": None,
+        "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+        "tolerations": [{"key": "team", "operator": "Exists"}],
+        "overhead": {"cpu": "250m"},
+        "initContainers": [{"name": "log", "restartPolicy": "Always", "resources": {}}],
+        "containers": [{"name": "trainer", "resources": resources}],
     }
 
 

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.gang import NO_NODE_FITS, Scheduling, gang_start, scheduling
@@ -233,6 +235,32 @@ NEVER_NOW = f"{NEVER}; the job fails after gang.timeoutSeconds (60s) unless a no
 NEVER_LATE = f"after gang.timeoutSeconds (60s) {NEVER}"
 
 
+def turned_away(j: Job, index: int) -> dict[str, Any]:
+    """Pod `index` of `j` as created (its requests, tolerations), reported Unschedulable."""
+    created = copy.deepcopy(plan_job(j).pods[index])
+    created["status"] = unschedulable(index)["status"]
+    return created
+
+
+def test_the_pod_the_scheduler_turned_away_is_fitted_as_admission_left_it() -> None:
+    """A webhook added a toleration for the big node's taint: it may fit there."""
+    j = big_job()
+    big = gpu_node("big", 16)
+    big["spec"]["taints"].append({"key": "team", "value": "a", "effect": "NoSchedule"})
+    pods = [turned_away(j, 0), turned_away(j, 1)]
+    never = gang_start(observed(j, pods, {}, 0, [*NODES, big]), progress())
+    assert never.changes[0] == condition(
+        SCHEDULED,
+        False,
+        NO_NODE_FITS,
+        NEVER_NOW.replace("the largest node has 8", "the largest node it may use has 8"),
+    )
+    for p in pods:
+        p["spec"]["tolerations"].append({"key": "team", "operator": "Exists"})
+    busy = gang_start(observed(j, pods, {}, 0, [*NODES, big]), progress())
+    assert busy.changes[0].reason == "Unschedulable"
+
+
 def big_job(on_timeout: str = "Requeue") -> Job:
     gang = {"timeoutSeconds": 60, "onTimeout": on_timeout, "requeueAfterSeconds": 30}
     return job(gpusPerReplica=16, gang=gang)
@@ -310,13 +338,13 @@ def big_job(on_timeout: str = "Requeue") -> Job:
 def test_a_job_no_node_can_ever_fit(
     j: Job, previous: dict[str, Any], now: float, expected: Outcome
 ) -> None:
-    pods = [unschedulable(0), unschedulable(1)]
+    pods = [turned_away(j, 0), turned_away(j, 1)]
     assert gang_start(observed(j, pods, previous, now, NODES), progress()) == expected
 
 
 def test_a_busy_cluster_is_not_a_cluster_too_small() -> None:
     j = job(gpusPerReplica=8, gang={"timeoutSeconds": 60})
-    seen = observed(j, [unschedulable(0), unschedulable(1)], {}, 0, NODES)
+    seen = observed(j, [turned_away(j, 0), turned_away(j, 1)], {}, 0, NODES)
     busy = f"2 of 2 pods unscheduled: {GPU_SHORTAGE}"
     assert gang_start(seen, progress()) == Outcome(
         status=WAITING,

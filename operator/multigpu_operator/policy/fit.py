@@ -9,7 +9,10 @@ an autoscaler removing it), required node affinity and topology constraints: a p
 said never to fit only when that is certain, never because of something that may pass.
 
 Nodes are read as the node informer (cluster/nodes.py) trims them:
-`{metadata: {name, labels}, spec: {taints}, status: {allocatable}}`.
+`{metadata: {name, labels}, spec: {taints}, status: {allocatable}}`; a pod as the pod
+informer (cluster/informer.py) keeps it, with the spec fields the scheduler fits it by as
+admission left them (LimitRange defaults, a webhook's tolerations, a RuntimeClass's
+overhead).
 """
 
 from __future__ import annotations

@@ -79,16 +79,20 @@ def gang_start(seen: Observed, progress: Progress) -> Outcome:
             return Outcome()
         msg = f"{state.gated} pods held by a scheduling gate (waiting for admission)"
         return Outcome(changes=(condition(ConditionType.SCHEDULED, False, SCHEDULING_GATED, msg),))
-    return _unschedulable(seen, progress, state.shortage(needed))
+    # The job's pods are alike: the first the scheduler turned away stands for all. The
+    # pod as the API server holds it: admission may have added requests or tolerations.
+    stuck = next(p for p in current if _pod_scheduled(p).get("reason") == UNSCHEDULABLE)
+    return _unschedulable(seen, progress, state.shortage(needed), stuck)
 
 
-def _unschedulable(seen: Observed, progress: Progress, shortage: str) -> Outcome:
+def _unschedulable(
+    seen: Observed, progress: Progress, shortage: str, stuck: Mapping[str, Any]
+) -> Outcome:
     """The gang timer runs from status.unscheduledSince; then onTimeout applies."""
     gang = seen.job.spec.gang
     since = parse_time(seen.previous.get("unscheduledSince")) or seen.now
     waited = (seen.now - since).total_seconds()
-    # The job's pods are alike: the first stands for all.
-    never = never_fits(seen.desired.pods[0], seen.nodes) if seen.desired.pods else None
+    never = never_fits(stuck, seen.nodes)
     if never is not None:
         shortage = f"{never.message()}; {shortage}"
     if waited < gang.timeout_seconds:
