@@ -81,7 +81,13 @@ def gang_start(seen: Observed, progress: Progress) -> Outcome:
         return Outcome(changes=(condition(ConditionType.SCHEDULED, False, SCHEDULING_GATED, msg),))
     # The job's pods are alike: the first the scheduler turned away stands for all. The
     # pod as the API server holds it: admission may have added requests or tolerations.
-    stuck = next(p for p in current if _pod_scheduled(p).get("reason") == UNSCHEDULABLE)
+    # (state.unschedulable > 0 counted at least one such pod.)
+    stuck = next(
+        p
+        for p in current
+        if not p.get("spec", {}).get("nodeName")
+        and _pod_scheduled(p).get("reason") == UNSCHEDULABLE
+    )
     return _unschedulable(seen, progress, state.shortage(needed), stuck)
 
 
