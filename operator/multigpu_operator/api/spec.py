@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
+from multigpu_operator.api.start import StartPolicy
 from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
 GROUP = "multigpu.dev"
@@ -182,6 +183,7 @@ class JobSpec(ApiModel):
     elastic: ElasticPolicy | None = None
     run_policy: RunPolicy = defaulted_object(RunPolicy)
     gang: GangPolicy = defaulted_object(GangPolicy)
+    start_policy: StartPolicy = defaulted_object(StartPolicy)
     # Suspended: the job keeps its status but has no pods (Kueue admits by unsuspending).
     suspend: bool = Field(
         False,

@@ -188,16 +188,47 @@ class Kube:
                 _preload_content=False,
                 _request_timeout=timeout_seconds + 30,
             )
-        async with resp:
-            async for line in resp.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    # A Status object; 410 (Gone) when the version is too old.
-                    status = event["object"]
-                    raise from_status(status.get("code"), status.get("message", "watch error"))
-                yield event
+        async for event in _watch_events(resp):
+            yield event
+
+    async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        """Every node, and the list's resourceVersion."""
+        API_REQUESTS.labels("list", "nodes").inc()
+        with _domain_errors():
+            resp = await self.core.list_node(_preload_content=False)
+            data = json.loads(await resp.read())
+        return data["items"], data["metadata"]["resourceVersion"]
+
+    async def watch_nodes(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ({type, object}) of every node, from `resource_version`."""
+        API_REQUESTS.labels("watch", "nodes").inc()
+        with _domain_errors():
+            resp = await self.core.list_node(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                _request_timeout=timeout_seconds + 30,
+            )
+        async for event in _watch_events(resp):
+            yield event
+
+
+async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a watch response, one JSON object a line, until the server ends it."""
+    async with resp:
+        async for line in resp.content:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event["type"] == "ERROR":
+                # A Status object; 410 (Gone) when the version is too old.
+                status = event["object"]
+                raise from_status(status.get("code"), status.get("message", "watch error"))
+            yield event
 
 
 async def _create(request: Awaitable[Any]) -> bool:
