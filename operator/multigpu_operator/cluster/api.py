@@ -194,7 +194,7 @@ class Kube:
     async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
         """Every node, and the list's resourceVersion."""
         API_REQUESTS.labels("list", "nodes").inc()
-        with _domain_errors():
+        with domain_errors():
             resp = await self.core.list_node(_preload_content=False)
             data = json.loads(await resp.read())
         return data["items"], data["metadata"]["resourceVersion"]
@@ -204,7 +204,7 @@ class Kube:
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) of every node, from `resource_version`."""
         API_REQUESTS.labels("watch", "nodes").inc()
-        with _domain_errors():
+        with domain_errors():
             resp = await self.core.list_node(
                 watch=True,
                 resource_version=resource_version,
