@@ -79,14 +79,18 @@ def gang_start(seen: Observed, progress: Progress) -> Outcome:
             return Outcome()
         msg = f"{state.gated} pods held by a scheduling gate (waiting for admission)"
         return Outcome(changes=(condition(ConditionType.SCHEDULED, False, SCHEDULING_GATED, msg),))
-    # The job's pods are alike: the first the scheduler turned away stands for all. The
-    # pod as the API server holds it: admission may have added requests or tolerations.
+    # The job's pods are alike: the lowest-numbered one the scheduler turned away stands
+    # for all (so the message does not change with the informer's order). The pod as the
+    # API server holds it: admission may have added requests or tolerations.
     # (state.unschedulable > 0 counted at least one such pod.)
-    stuck = next(
-        p
-        for p in current
-        if not p.get("spec", {}).get("nodeName")
-        and _pod_scheduled(p).get("reason") == UNSCHEDULABLE
+    stuck = min(
+        (
+            p
+            for p in current
+            if not p.get("spec", {}).get("nodeName")
+            and _pod_scheduled(p).get("reason") == UNSCHEDULABLE
+        ),
+        key=lambda p: (len(p["metadata"]["name"]), p["metadata"]["name"]),
     )
     return _unschedulable(seen, progress, state.shortage(needed), stuck)
 
