@@ -24,6 +24,7 @@ help:
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make images        build the trainer and operator images (buildah, no registry)"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
+	@echo "make gpu-check     on a GPU machine: versions, every technique, DDP/DataParallel/MFU/NCCL figures"
 
 # images/trainer is the training package that tests/training runs; torch from PyPI is
 # the CUDA build, a few GB. pip takes the same version from the wheelhouse when it is
@@ -71,6 +72,11 @@ cluster-down: venv tools
 
 demo: venv tools images
 	$(BIN)/python tests/cluster/demo.py
+
+# Not part of `make test`: it needs NVIDIA GPUs (without one it says so and exits 2).
+.PHONY: gpu-check
+gpu-check: venv
+	$(BIN)/python -m multigpu_train.gpu_check
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -154,6 +154,9 @@ def test_backend_follows_the_device() -> None:
         ({"MGJ_MODEL": "resnet"}, [], "MGJ_MODEL='resnet'"),
         ({}, ["--batch-size", "0"], "--batch-size must be at least 1"),
         ({"MGJ_DATASET": "folder"}, [], "needs --data-dir"),
+        ({"MGJ_PRECISION": "fp8"}, [], "MGJ_PRECISION='fp8': expected one of fp32, bf16, fp16"),
+        ({"MGJ_CHECKPOINT_TIMEOUT_SECONDS": "0"}, [], "--checkpoint-timeout must be positive"),
+        ({}, ["--checkpoint-every-steps", "-1"], "--checkpoint-every-steps must be 0"),
     ],
 )
 def test_bad_settings(environ: dict[str, str], argv: list[str], message: str) -> None:
@@ -173,6 +176,16 @@ def test_flag_wins_over_variable_wins_over_default() -> None:
         groups=("common", "ddp"),
     )
     assert (ddp.grad_accum_steps, ddp.gradient_as_bucket_view) == (4, False)
+    checkpoints = config.parse(
+        ["--checkpoint-timeout", "90"],
+        {
+            "MGJ_PRECISION": "bf16",
+            "MGJ_CHECKPOINT_EVERY_STEPS": "50",
+            "MGJ_CHECKPOINT_TIMEOUT_SECONDS": "3600",
+        },
+    )
+    assert (checkpoints.precision, checkpoints.checkpoint_every_steps) == ("bf16", 50)
+    assert (checkpoints.checkpoint_timeout, checkpoints.init_timeout) == (90.0, 600.0)
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,13 @@
 """Checkpoints: rank 0 alone reads and writes them, and a write is all-or-nothing.
 
-The file holds the next epoch to run (so a finished epoch is never repeated), the
-model and optimizer state, and the sampler's seed and epoch. On a restart rank 0 reads
-it and broadcasts it, so only rank 0's pod needs the volume (a PVC in Kubernetes).
+The file holds the epoch to run (so a finished epoch is never repeated), the model and
+optimizer state, and the sampler's seed and epoch. A checkpoint written within an
+epoch (``--checkpoint-every-steps``) also holds the sampler's position: how many
+samples of that epoch's order were trained, so a resumed job trains only the rest. In
+fp16 it holds the gradient scaler's state. Both keys appear only when they say
+something: a checkpoint at an epoch's end in fp32 keeps the format of earlier images.
+On a restart rank 0 reads it and broadcasts it, so only rank 0's pod needs the volume
+(a PVC in Kubernetes).
 """
 
 from __future__ import annotations
@@ -70,16 +75,50 @@ def load(directory: Path) -> State | None:
 
 
 def make_state(
-    *, epoch: int, model: State, optimizer: State | list[State], seed: int, world_size: int
+    *,
+    epoch: int,
+    model: State,
+    optimizer: State | list[State],
+    seed: int,
+    world_size: int,
+    position: int = 0,
+    grad_scaler: State | None = None,
 ) -> State:
-    return {
+    """The checkpoint; ``position``: samples of ``epoch``'s order already trained."""
+    sampler: State = {"seed": seed, "epoch": epoch}
+    if position:
+        sampler["position"] = position
+    state: State = {
         "epoch": epoch,
         "model": model,
         "optimizer": optimizer,
-        "sampler": {"seed": seed, "epoch": epoch},
+        "sampler": sampler,
         "world_size": world_size,
         "saved_at": time.time(),
     }
+    if grad_scaler:
+        state["grad_scaler"] = grad_scaler
+    return state
+
+
+def position_of(state: State) -> int:
+    """Samples of the checkpoint's epoch already trained (0 in older checkpoints)."""
+    return int(state["sampler"].get("position", 0))
+
+
+def on_cpu(value: Any) -> Any:
+    """``value`` with every tensor in it copied to the CPU (dicts, lists, tuples walked).
+
+    What one rank sends another must not name its GPU: the receiver would unpickle
+    the tensors onto its own device of that index, a GPU of another process.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {key: on_cpu(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(on_cpu(item) for item in value)
+    return value
 
 
 def save_on_rank0(rank: int, directory: Path | None, state: State) -> float | None:
@@ -87,14 +126,22 @@ def save_on_rank0(rank: int, directory: Path | None, state: State) -> float | No
     if rank != 0 or directory is None:
         return None
     target = save(directory, state)
-    log.info("checkpoint saved: %s (next epoch %d)", target, state["epoch"])
+    position = position_of(state)
+    if position:
+        log.info("checkpoint saved: %s (epoch %d at sample %d)", target, state["epoch"], position)
+    else:
+        log.info("checkpoint saved: %s (next epoch %d)", target, state["epoch"])
     saved_at: float = state["saved_at"]
     return saved_at
 
 
-def load_broadcast(directory: Path | None, rank: int, device: torch.device) -> State | None:
-    """Rank 0 reads the checkpoint; every rank of the group gets the same copy."""
-    state = load(directory) if rank == 0 and directory is not None else None
+def load_on_rank0(directory: Path | None, rank: int) -> State | None:
+    """Rank 0 reads the checkpoint (onto the CPU); other ranks get None."""
+    return load(directory) if rank == 0 and directory is not None else None
+
+
+def broadcast(state: State | None, device: torch.device) -> State | None:
+    """Rank 0's ``state`` on every rank of the group."""
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return state
     box: list[State | None] = [state]

@@ -19,6 +19,7 @@ MODELS = ("cnn", "transformer")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 SCHEDULES = ("GPipe", "1F1B")
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,11 @@ class TrainConfig:
     steps_per_epoch: int = 0
     data_workers: int = 0
     checkpoint_dir: Path | None = None
+    checkpoint_every_steps: int = 0
+    checkpoint_timeout: float = 1800.0
     metrics_port: int = 0
     init_timeout: float = 600.0
+    precision: str = "fp32"
     device: str = "auto"
     backend: str = "auto"
     # DistributedDataParallel knobs.
@@ -105,9 +109,33 @@ COMMON = (
     Option("--data-workers", "MGJ_DATA_WORKERS", int, "DataLoader worker processes"),
     Option("--checkpoint-dir", "MGJ_CHECKPOINT_DIR", _path, "where rank 0 keeps checkpoint.pt"),
     Option(
+        "--checkpoint-every-steps",
+        "MGJ_CHECKPOINT_EVERY_STEPS",
+        int,
+        "also checkpoint every N optimizer steps within an epoch, 0 = at epoch ends only",
+    ),
+    Option(
+        "--checkpoint-timeout",
+        "MGJ_CHECKPOINT_TIMEOUT_SECONDS",
+        float,
+        "how long the other ranks wait while rank 0 reads or writes a checkpoint",
+    ),
+    Option(
         "--metrics-port", "MGJ_TRAINER_METRICS_PORT", int, "Prometheus port (+LOCAL_RANK), 0=off"
     ),
-    Option("--init-timeout", "MGJ_INIT_TIMEOUT_SECONDS", float, "rendezvous/collective timeout"),
+    Option(
+        "--init-timeout",
+        "MGJ_INIT_TIMEOUT_SECONDS",
+        float,
+        "rendezvous and collective timeout (checkpoints have their own)",
+    ),
+    Option(
+        "--precision",
+        "MGJ_PRECISION",
+        str,
+        "fp32, bf16 autocast, or fp16 autocast with a gradient scaler",
+        PRECISIONS,
+    ),
     Option("--device", "MGJ_DEVICE", str, "auto: CUDA when visible", DEVICES),
     Option("--backend", "MGJ_BACKEND", str, "process group backend", BACKENDS),
 )
@@ -196,5 +224,14 @@ def _check(cfg: TrainConfig) -> None:
             raise SetupError(f"{flag} must be at least 1, got {number}")
     if cfg.dataset == "folder" and cfg.data_dir is None:
         raise SetupError("--dataset folder needs --data-dir (or MGJ_DATA_DIR)")
-    if cfg.init_timeout <= 0:
-        raise SetupError(f"--init-timeout must be positive, got {cfg.init_timeout}")
+    for flag, seconds in (
+        ("--init-timeout", cfg.init_timeout),
+        ("--checkpoint-timeout", cfg.checkpoint_timeout),
+    ):
+        if seconds <= 0:
+            raise SetupError(f"{flag} must be positive, got {seconds}")
+    if cfg.checkpoint_every_steps < 0:
+        raise SetupError(
+            f"--checkpoint-every-steps must be 0 (epoch ends only) or more, "
+            f"got {cfg.checkpoint_every_steps}"
+        )

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from multigpu_train import distributed, models
 from multigpu_train.config import TrainConfig
+from multigpu_train.precision import Precision
 from multigpu_train.startup import start
 from multigpu_train.steps import ForwardBackward
 from multigpu_train.trainer import Run, Trainer
@@ -35,12 +36,17 @@ def wrap(model: torch.nn.Module, device: torch.device, cfg: TrainConfig) -> Dist
 def train(argv: Sequence[str] | None = None) -> float:
     s = start(argv, ("ddp",), "multigpu_train.ddp")
     cfg, world = s.cfg, s.world
-    distributed.init_process_group(world, s.backend, s.device, cfg.init_timeout)
+    barrier = distributed.init_process_group(
+        world, s.backend, s.device, cfg.init_timeout, cfg.checkpoint_timeout
+    )
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes).to(s.device)
+        precision = Precision(cfg.precision, s.device.type)
         # Scored through the inner module: a DDP forward could start collectives.
-        step = ForwardBackward(wrap(model, s.device, cfg), evaluate=model)
-        return Trainer(Run(cfg, world, s.device, s.metrics), model, step).train(s.data)
+        forward = precision.wrap(model)
+        step = ForwardBackward(wrap(forward, s.device, cfg), evaluate=forward, precision=precision)
+        run = Run(cfg, world, s.device, s.metrics, barrier)
+        return Trainer(run, model, step).train(s.data)
     finally:
         distributed.destroy_process_group()
 

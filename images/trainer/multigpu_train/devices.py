@@ -82,3 +82,21 @@ def select_backend(requested: str, device: torch.device) -> str:
         log.warning("MGJ_BACKEND=nccl needs CUDA; using gloo on the CPU")
         return "gloo"
     return requested
+
+
+def devices_of(model: torch.nn.Module, device: torch.device) -> list[torch.device]:
+    """``device`` and every device ``model``'s parameters are on (an in-pod pipeline's
+    stages), the CUDA ones by index."""
+    found = {device, *(p.device for p in model.parameters())}
+    return sorted(found, key=lambda d: (d.type, d.index if d.index is not None else -1))
+
+
+def synchronize(devices: list[torch.device]) -> None:
+    """Wait until the work queued on every CUDA device in ``devices`` is done.
+
+    CUDA kernels run asynchronously; a time taken without this measures their launch.
+    CPU work is done when the call that queued it returns: nothing to wait for.
+    """
+    for device in devices:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)

@@ -15,6 +15,7 @@ from torch.distributed.pipelining.schedules import PipelineScheduleSingle
 
 from multigpu_train.config import TrainConfig
 from multigpu_train.errors import SetupError
+from multigpu_train.precision import Precision
 from multigpu_train.split import split
 from multigpu_train.steps import RankStage
 
@@ -45,11 +46,30 @@ def own_stage(model: nn.Sequential, rank: int, ranks: int, device: torch.device)
     return split(model, ranks)[rank].to(device)
 
 
+class MicroBatchLoss:
+    """The schedule's loss function: cross-entropy in fp32, scaled for an fp16 backward.
+
+    The schedule calls backward on what this returns, so it must be the scaled loss.
+    (It also calls it on uninitialised tensors to learn shapes at its first step, so
+    what it is called with is no record of the losses: the schedule's own list is.)
+    """
+
+    def __init__(self, precision: Precision) -> None:
+        self.precision = precision
+        self.cross_entropy = nn.CrossEntropyLoss()
+
+    def __call__(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return self.precision.scale(self.cross_entropy(output.float(), target))
+
+
 class ScheduleStep:
     """A batch through this rank's stage of a GPipe or 1F1B schedule.
 
     Rank 0 feeds the inputs, the last rank the targets; the schedule moves activations
     and gradients between them, so only the last rank sees the loss and the logits.
+    With mixed precision the stage's forward runs under autocast (activations travel
+    in bf16 or fp16); in fp16 the last rank scales the loss and every stage's scaler
+    agrees on skipping a step (``precision`` is made with ``shared_by`` the group).
     """
 
     def __init__(
@@ -60,14 +80,16 @@ class ScheduleStep:
         device: torch.device,
         micro_batches: int,
         schedule: str,
+        precision: Precision | None = None,
     ) -> None:
         self.rank_stage = RankStage(rank, ranks)
-        pipeline_stage = PipelineStage(stage, rank, ranks, device)
+        self.device = device
+        self.precision = precision if precision is not None else Precision()
+        pipeline_stage = PipelineStage(self.precision.wrap(stage), rank, ranks, device)
+        self.loss_fn = MicroBatchLoss(self.precision)
         # The loss is a mean per micro-batch; the schedule divides the summed gradients by
         # the number of micro-batches (scale_grads), giving the whole batch's mean.
-        self.schedule = SCHEDULES[schedule](
-            pipeline_stage, micro_batches, loss_fn=nn.CrossEntropyLoss()
-        )
+        self.schedule = SCHEDULES[schedule](pipeline_stage, micro_batches, loss_fn=self.loss_fn)
 
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float = 1.0, sync: bool = True
@@ -76,6 +98,7 @@ class ScheduleStep:
         if loss_scale != 1.0:
             # scale_grads also divides gradients left from an earlier batch.
             raise ValueError("gradient accumulation is not supported across pipeline ranks")
+        self.precision.prepare(self.device)
         losses: list[torch.Tensor] = []
         if self.rank_stage.is_first:
             self.schedule.step(x)
@@ -85,7 +108,9 @@ class ScheduleStep:
             self.schedule.step()
         if not self.rank_stage.is_last:
             return None
-        return float(torch.stack([loss.detach() for loss in losses]).mean())
+        scaled = float(torch.stack([loss.detach() for loss in losses]).mean())
+        # The scale of this step: the optimizer step updates it afterwards.
+        return scaled / self.precision.scaler.get_scale() if self.precision.scales_loss else scaled
 
     def predict(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
         # The last rank needs the targets: the schedule computes its loss whenever it

@@ -1,4 +1,12 @@
-"""Joining and leaving the process group, with timeouts instead of silent hangs."""
+"""Joining and leaving the process group, with timeouts instead of silent hangs.
+
+Two timeouts, because two kinds of waiting differ by orders of magnitude: the
+rendezvous and every collective of training (``--init-timeout``: a peer that takes
+that long is gone), and the wait of the other ranks while rank 0 reads or writes a
+checkpoint (``--checkpoint-timeout``: a large model on a slow volume takes minutes).
+The second is a barrier on a gloo group of its own, created with its own timeout, so
+no NCCL collective is pending (and no NCCL watchdog counting) while rank 0 writes.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import NoReturn
 
@@ -45,11 +54,43 @@ def shared_agent_store(
     )
 
 
-def init_process_group(world: World, backend: str, device: torch.device, timeout_s: float) -> None:
+@dataclass(frozen=True)
+class CheckpointBarrier:
+    """Where the other ranks wait while rank 0 reads or writes a checkpoint.
+
+    A barrier on ``group`` (gloo, created with the checkpoint timeout); without a
+    group (one process) there is nobody to wait for.
+    """
+
+    group: dist.ProcessGroup | None = None
+    timeout_s: float = 0.0
+
+    def wait(self, what: str) -> None:
+        """Return once every rank, rank 0 included, is done ``what`` (reading, writing)."""
+        if self.group is None:
+            return
+        try:
+            dist.barrier(group=self.group)
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"the ranks did not meet after {what} a checkpoint within "
+                f"--checkpoint-timeout {self.timeout_s:g} s (MGJ_CHECKPOINT_TIMEOUT_SECONDS); "
+                f"rank 0 may still be {what} it, or a rank failed: {err}"
+            ) from err
+
+
+def init_process_group(
+    world: World,
+    backend: str,
+    device: torch.device,
+    timeout_s: float,
+    checkpoint_timeout_s: float = 1800.0,
+) -> CheckpointBarrier:
     """Join the job's process group; a world of one needs no rendezvous at all.
 
-    ``timeout`` bounds both the rendezvous (a rank whose master never appears fails
-    after it) and every later collective.
+    ``timeout_s`` bounds both the rendezvous (a rank whose master never appears fails
+    after it) and every later collective; ``checkpoint_timeout_s`` the barrier
+    returned, where ranks wait for rank 0's checkpoint reads and writes.
     """
     timeout = timedelta(seconds=timeout_s)
     device_id = device if device.type == "cuda" else None
@@ -58,7 +99,7 @@ def init_process_group(world: World, backend: str, device: torch.device, timeout
     if not world.is_distributed:
         # An in-memory store: a single process has nobody to meet.
         dist.init_process_group(backend, store=HashStore(), rank=0, world_size=1, timeout=timeout)
-        return
+        return CheckpointBarrier()
     log.info(
         "joining process group: backend=%s rank=%d world_size=%d master=%s:%s timeout=%ss",
         backend,
@@ -78,15 +119,21 @@ def init_process_group(world: World, backend: str, device: torch.device, timeout
             timeout=timeout,
             device_id=device_id,
         )
-        return
-    dist.init_process_group(
-        backend,
-        init_method="env://",
-        rank=world.rank,
-        world_size=world.world_size,
-        timeout=timeout,
-        device_id=device_id,
-    )
+    else:
+        dist.init_process_group(
+            backend,
+            init_method="env://",
+            rank=world.rank,
+            world_size=world.world_size,
+            timeout=timeout,
+            device_id=device_id,
+        )
+    if world.world_size == 1:
+        return CheckpointBarrier()
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=checkpoint_timeout_s))
+    if not isinstance(group, dist.ProcessGroup):  # only for a rank left out of the group
+        raise RuntimeError("this rank is not in its own checkpoint group")
+    return CheckpointBarrier(group, checkpoint_timeout_s)
 
 
 def destroy_process_group() -> None:

@@ -14,6 +14,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from multigpu_train import devices, models
 from multigpu_train.errors import SetupError
+from multigpu_train.precision import Precision
 from multigpu_train.startup import start
 from multigpu_train.steps import ForwardBackward
 from multigpu_train.trainer import Run, Trainer
@@ -29,9 +30,12 @@ def train(argv: Sequence[str] | None = None) -> float:
     cfg = s.cfg
     visible = devices.select_devices(cfg.device, os.environ)
     model = models.build(cfg, s.data.sample_shape, s.data.classes).to(visible[0])
+    precision = Precision(cfg.precision, visible[0].type)
     # On the CPU DataParallel just calls the module; on GPUs it scatters each batch.
+    # Autocast inside the replicas' forward: they run in threads of their own.
     device_ids = [d.index for d in visible] if visible[0].type == "cuda" else None
-    step = ForwardBackward(nn.DataParallel(model, device_ids=device_ids))
+    data_parallel = nn.DataParallel(precision.wrap(model), device_ids=device_ids)
+    step = ForwardBackward(data_parallel, precision=precision)
     return Trainer(Run(cfg, s.world, visible[0], s.metrics), model, step).train(s.data)
 
 

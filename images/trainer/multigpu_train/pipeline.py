@@ -13,10 +13,12 @@ import os
 import sys
 from collections.abc import Sequence
 
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from multigpu_train import devices, dist_pipeline, distributed, models
 from multigpu_train.local_pipeline import LocalPipeline, stage_devices
+from multigpu_train.precision import Precision
 from multigpu_train.startup import Started, start
 from multigpu_train.steps import ForwardBackward
 from multigpu_train.trainer import Run, Trainer
@@ -35,7 +37,9 @@ def train_local(s: Started) -> float:
     stages = cfg.stages or (len(visible) if visible[0].type == "cuda" else CPU_STAGES)
     model = models.build(cfg, s.data.sample_shape, s.data.classes)
     placed = stage_devices(stages, visible)
-    step = ForwardBackward(LocalPipeline(model, placed, cfg.micro_batches))
+    precision = Precision(cfg.precision, visible[0].type)
+    local_pipeline = LocalPipeline(model, placed, cfg.micro_batches)
+    step = ForwardBackward(precision.wrap(local_pipeline), precision=precision)
     log.info(
         "%d stages on %s, %d micro-batches", stages, [str(d) for d in placed], cfg.micro_batches
     )
@@ -47,14 +51,25 @@ def train_distributed(s: Started) -> float:
     """One stage per rank; this rank trains only its own."""
     cfg, world = s.cfg, s.world
     dist_pipeline.check(cfg, world.world_size)
-    distributed.init_process_group(world, s.backend, s.device, cfg.init_timeout)
+    barrier = distributed.init_process_group(
+        world, s.backend, s.device, cfg.init_timeout, cfg.checkpoint_timeout
+    )
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes)
         stage = dist_pipeline.own_stage(model, world.rank, world.world_size, s.device)
+        # The stages' fp16 scalers decide together whether a step overflowed.
+        precision = Precision(cfg.precision, s.device.type, shared_by=dist.group.WORLD)
         step = dist_pipeline.ScheduleStep(
-            stage, world.rank, world.world_size, s.device, cfg.micro_batches, cfg.schedule
+            stage,
+            world.rank,
+            world.world_size,
+            s.device,
+            cfg.micro_batches,
+            cfg.schedule,
+            precision,
         )
-        return Trainer(Run(cfg, world, s.device, s.metrics), stage, step).train(s.data)
+        run = Run(cfg, world, s.device, s.metrics, barrier)
+        return Trainer(run, stage, step).train(s.data)
     finally:
         distributed.destroy_process_group()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from multigpu_train import config, data, devices, logs, metrics
+from multigpu_train import config, data, devices, logs, metrics, precision
 from multigpu_train.world import World, read_world
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,11 @@ def start(argv: Sequence[str] | None, groups: Sequence[str], prog: str) -> Start
     cfg = config.parse(argv, environ, groups=("common", *groups), prog=prog)
     device = devices.select_device(cfg.device, world.local_rank, environ)
     backend = devices.select_backend(cfg.backend, device)
+    precision.check_supported(cfg.precision, device)
     loaded = data.load(cfg)
     log.info(
         "%s: job=%s mode=%s rank=%d/%d local_rank=%d device=%s backend=%s restart=%d "
-        "data=%s (%d train, %d test) model=%s",
+        "data=%s (%d train, %d test) model=%s precision=%s",
         prog,
         world.job_name,
         world.mode or "-",
@@ -53,6 +54,7 @@ def start(argv: Sequence[str] | None, groups: Sequence[str], prog: str) -> Start
         len(loaded.train),  # type: ignore[arg-type]
         len(loaded.test),  # type: ignore[arg-type]
         cfg.model,
+        cfg.precision,
     )
     served = metrics.start(
         cfg.metrics_port,

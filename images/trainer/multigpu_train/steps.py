@@ -19,6 +19,8 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from multigpu_train.precision import Precision
+
 
 @dataclass(frozen=True)
 class RankStage:
@@ -42,10 +44,17 @@ class Step(Protocol):
         """None: this process holds the whole model; else the pipeline stage it holds."""
         ...
 
+    @property
+    def precision(self) -> Precision:
+        """How the forward runs and the loss is scaled; the Trainer steps the optimizer
+        through it and keeps its state in the checkpoint."""
+        ...
+
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float, sync: bool
     ) -> float | None:
-        """Add the gradients of ``loss_scale`` x the batch's mean loss to ``.grad``.
+        """Add the gradients of ``loss_scale`` x the batch's mean loss to ``.grad``
+        (times the fp16 gradient scale, which the optimizer step takes out again).
 
         Returns the (unscaled) mean loss, or None on a rank that does not compute it.
         ``sync`` False: keep the gradients local, an optimizer step does not follow.
@@ -62,14 +71,21 @@ class ForwardBackward:
 
     ``evaluate`` scores the test batches (default ``forward``). DDP passes its inner
     module there: a DDP forward may start collectives, and the ranks score different
-    numbers of test batches.
+    numbers of test batches. With mixed precision both come already wrapped by
+    ``precision.wrap``; the loss is computed in fp32 from the logits.
     """
 
     rank_stage: RankStage | None = None
 
-    def __init__(self, forward: nn.Module, evaluate: nn.Module | None = None) -> None:
+    def __init__(
+        self,
+        forward: nn.Module,
+        evaluate: nn.Module | None = None,
+        precision: Precision | None = None,
+    ) -> None:
         self.forward = forward
         self.evaluate = evaluate if evaluate is not None else forward
+        self.precision = precision if precision is not None else Precision()
         self.loss_fn = nn.CrossEntropyLoss()
 
     def _gradients_stay_local(self, sync: bool) -> contextlib.AbstractContextManager[None]:
@@ -83,8 +99,8 @@ class ForwardBackward:
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float, sync: bool
     ) -> float | None:
         with self._gradients_stay_local(sync):
-            loss = self.loss_fn(self.forward(x), y)
-            (loss * loss_scale).backward()
+            loss = self.loss_fn(self.forward(x).float(), y)
+            self.precision.scale(loss * loss_scale).backward()  # type: ignore[no-untyped-call]
         return float(loss.item())  # item() waits for the GPU
 
     def predict(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:

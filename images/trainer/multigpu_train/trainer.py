@@ -3,7 +3,13 @@
 Shaped like pytorch/examples' multigpu_torchrun.py and torchtitan's train.py: a Trainer
 that runs a batch, an epoch, the whole training, and turns its progress into a
 checkpoint and back (state_dict / load_state_dict). What differs between the modes is
-the step (steps.py): how one batch becomes gradients and predictions.
+the step (steps.py): how one batch becomes gradients and predictions, and in which
+precision (precision.py).
+
+Progress is (epoch, position): the epoch in progress and how many samples of its order
+(sampling.py) the ranks together have trained. Checkpoints at an epoch's end have
+position 0; ``--checkpoint-every-steps`` adds checkpoints within an epoch, from which a
+restarted or rescaled job trains only the samples not yet trained.
 
 The Trainer's ``model`` is the part of the model this process trains, unwrapped: the
 whole model, or in a pipeline across ranks this rank's stage. Its parameters carry the
@@ -16,17 +22,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
+from torch.utils.data import DataLoader, Dataset, Subset
 
-from multigpu_train import checkpoint
+from multigpu_train import checkpoint, devices
 from multigpu_train.config import TrainConfig
 from multigpu_train.data import Data
+from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.metrics import TrainerMetrics
+from multigpu_train.sampling import ResumableSampler
 from multigpu_train.steps import RankStage, Step
 from multigpu_train.world import World
 
@@ -38,12 +46,17 @@ Loader = DataLoader[Batch]
 
 @dataclass(frozen=True)
 class Run:
-    """What a Trainer needs to know of its process; ``device`` receives the batches."""
+    """What a Trainer needs to know of its process; ``device`` receives the batches.
+
+    ``barrier``: where the ranks wait for rank 0's checkpoint reads and writes
+    (``distributed.init_process_group`` returns it; a lone process needs none).
+    """
 
     cfg: TrainConfig
     world: World
     device: torch.device
     metrics: TrainerMetrics
+    barrier: CheckpointBarrier = field(default_factory=CheckpointBarrier)
 
 
 @dataclass(frozen=True)
@@ -76,9 +89,13 @@ class Trainer:
             if optimizer is not None
             else torch.optim.Adam(model.parameters(), lr=run.cfg.lr)
         )
-        # Where training stands: the next epoch to run, and the seed of the shuffles.
+        # Where training stands: the epoch to run (or running), the samples of its order
+        # already trained, and the seed of the shuffles.
         self.epoch = 0
+        self.position = 0
         self.seed = run.cfg.seed
+        # Where a step's work runs: a step's time is taken once they are all done.
+        self.step_devices = devices.devices_of(model, run.device)
 
     # -- checkpoints ---------------------------------------------------------------
 
@@ -108,13 +125,21 @@ class Trainer:
             optimizer=optimizer,
             seed=self.seed,
             world_size=world.world_size,
+            position=self.position,
+            # Equal on every stage of a pipeline: their scalers skip steps together.
+            grad_scaler=self.step.precision.state_dict(),
         )
 
     def _gather_stages(self) -> list[checkpoint.State] | None:
-        """Every stage's weights and optimizer state, on rank 0 only."""
+        """Every stage's weights and optimizer state, on rank 0 only.
+
+        Copied to the CPU before they are sent: a tensor pickled on GPU i is unpickled
+        by rank 0 onto its own GPU i, a device of another process (an extra CUDA context
+        there, an error in EXCLUSIVE_PROCESS mode).
+        """
         mine = {
-            "model": {name: value.cpu() for name, value in self.model.state_dict().items()},
-            "optimizer": self.optimizer.state_dict(),
+            "model": checkpoint.on_cpu(self.model.state_dict()),
+            "optimizer": checkpoint.on_cpu(self.optimizer.state_dict()),
         }
         world = self.run.world
         gathered: list[checkpoint.State] | None = (
@@ -124,7 +149,8 @@ class Trainer:
         return gathered
 
     def load_state_dict(self, state: checkpoint.State) -> None:
-        """Continue where ``state`` stopped: weights, optimizer, epoch and shuffle seed."""
+        """Continue where ``state`` stopped: weights, optimizer, gradient scale, epoch,
+        position in it and shuffle seed."""
         rank_stage = self.step.rank_stage
         weights = state["model"]
         if rank_stage is not None:
@@ -140,34 +166,49 @@ class Trainer:
                 "checkpoint optimizer state does not match %s; starting it afresh",
                 f"{rank_stage.count} stages" if rank_stage else "a whole model",
             )
+        self.step.precision.load_state_dict(state.get("grad_scaler"))
         self.epoch = int(state["epoch"])
+        self.position = checkpoint.position_of(state)
         self.seed = int(state["sampler"]["seed"])
 
     def resume(self) -> None:
-        """Load the latest checkpoint, when there is one: rank 0 reads it for everyone."""
+        """Load the latest checkpoint, when there is one: rank 0 reads it for everyone.
+
+        The others wait at the checkpoint barrier while it reads (its own timeout), then
+        receive it.
+        """
         cfg, world = self.run.cfg, self.run.world
-        state = checkpoint.load_broadcast(cfg.checkpoint_dir, world.rank, self.run.device)
+        state = checkpoint.load_on_rank0(cfg.checkpoint_dir, world.rank)
+        self.run.barrier.wait("reading")
+        state = checkpoint.broadcast(state, self.run.device)
         if state is None:
             return
         self.load_state_dict(state)
         self.run.metrics.checkpointed(float(state["saved_at"]))
         log.info(
-            "resumed from epoch %d (checkpoint of world size %d, now %d)",
+            "resumed from epoch %d%s (checkpoint of world size %d, now %d)",
             self.epoch,
+            f" at sample {self.position}" if self.position else "",
             state["world_size"],
             world.world_size,
         )
 
     def save_checkpoint(self) -> None:
+        """Rank 0 writes the checkpoint; every rank returns once it is written.
+
+        Every rank must call it (a pipeline gathers its stages), with the same
+        ``--checkpoint-dir`` set or unset. The others wait at the checkpoint barrier,
+        not in the next collective, whose timeout is meant for peers that died.
+        """
         directory = self.run.cfg.checkpoint_dir
         if directory is None:
             return
         state = self.state_dict()
-        if state is None:
-            return
-        saved_at = checkpoint.save_on_rank0(self.run.world.rank, directory, state)
-        if saved_at is not None:
-            self.run.metrics.checkpointed(saved_at)
+        if state is not None:
+            saved_at = checkpoint.save_on_rank0(self.run.world.rank, directory, state)
+            if saved_at is not None:
+                self.run.metrics.checkpointed(saved_at)
+        self.run.barrier.wait("writing")
 
     # -- the loop ------------------------------------------------------------------
 
@@ -180,25 +221,36 @@ class Trainer:
             x, y, loss_scale=1 / self.run.cfg.grad_accum_steps, sync=optimizer_step
         )
         if optimizer_step:
-            self.optimizer.step()
+            # In fp16 unscaled first, and skipped if a gradient overflowed.
+            self.step.precision.step(self.optimizer)
             self.optimizer.zero_grad(set_to_none=True)
         return loss
 
     def run_epoch(self, batches: Iterable[Batch]) -> EpochResult:
-        """One pass over ``batches`` (at most ``--steps-per-epoch``); an optimizer step
-        every ``--grad-accum-steps`` batches, and after the last one."""
+        """The rest of epoch ``self.epoch``: a pass over ``batches`` (at most
+        ``--steps-per-epoch`` batches in the epoch); an optimizer step every
+        ``--grad-accum-steps`` batches, and after the last one; a checkpoint every
+        ``--checkpoint-every-steps`` optimizer steps. Afterwards training stands at the
+        start of the next epoch.
+
+        ``batches`` may start midway through the epoch (``self.position`` > 0): they are
+        the epoch's remaining ones, and the batches before count against the cap.
+        """
         cfg, device, metrics = self.run.cfg, self.run.device, self.run.metrics
-        limit = cfg.steps_per_epoch
+        per_batch = cfg.batch_size * self._readers
+        done_before = -(-self.position // per_batch)
+        limit = max(cfg.steps_per_epoch - done_before, 0) if cfg.steps_per_epoch else 0
         total = len(batches) if isinstance(batches, Sized) else 0
-        if limit:
+        if cfg.steps_per_epoch:
             total = min(total, limit) if total else limit
+        checkpoint_every = cfg.checkpoint_every_steps * cfg.grad_accum_steps
         self.model.train()
         losses: list[float] = []
         samples = index = 0
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         it = iter(batches)
-        while not limit or index < limit:
+        while not cfg.steps_per_epoch or index < limit:
             t0 = time.perf_counter()
             try:
                 x, y = next(it)
@@ -206,16 +258,29 @@ class Trainer:
                 break
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             t1 = time.perf_counter()
-            last_of_group = (index + 1) % cfg.grad_accum_steps == 0 or index + 1 == total
+            in_epoch = done_before + index + 1  # this batch's number in the epoch, from 1
+            last_of_group = in_epoch % cfg.grad_accum_steps == 0 or index + 1 == total
             loss = self.run_batch(x, y, optimizer_step=last_of_group)
+            # Kernels run asynchronously: without this a stage that never reads its
+            # loss back would time kernel launches, not the step.
+            devices.synchronize(self.step_devices)
             t2 = time.perf_counter()
             metrics.observe_step(len(y), t1 - t0, t2 - t1, loss)
             if loss is not None:
                 losses.append(loss)
             samples += len(y)
             index += 1
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+            self.position += len(y) * self._readers
+            if (
+                checkpoint_every
+                and last_of_group
+                and in_epoch % checkpoint_every == 0
+                and index < total
+            ):
+                self.save_checkpoint()
+        devices.synchronize(self.step_devices)
+        # The epoch is done: training stands at the start of the next one.
+        self.epoch, self.position = self.epoch + 1, 0
         mean = sum(losses) / len(losses) if losses else float("nan")
         return EpochResult(mean, samples, time.perf_counter() - started)
 
@@ -240,12 +305,12 @@ class Trainer:
         cfg, world, metrics = self.run.cfg, self.run.world, self.run.metrics
         self.resume()
         train_batches, sampler, test_batches = self._loaders(data)
-        for epoch in range(self.epoch, cfg.epochs):
-            metrics.epoch.set(epoch)
-            # Without it every epoch would shuffle the same way.
-            sampler.set_epoch(epoch)
+        while self.epoch < cfg.epochs:
+            metrics.epoch.set(self.epoch)
+            # By epoch, or every epoch would shuffle the same way; from the position a
+            # checkpoint within this epoch recorded.
+            sampler.set_position(self.epoch, self.position)
             result = self.run_epoch(train_batches)
-            self.epoch = epoch + 1
             if self._sees_loss:
                 log.info(
                     "epoch %d/%d done: loss=%.4f samples/s=%.1f world_size=%d",
@@ -263,7 +328,12 @@ class Trainer:
         rank_stage = self.step.rank_stage
         return rank_stage is None or rank_stage.is_last
 
-    def _loaders(self, data: Data) -> tuple[Loader, DistributedSampler[int], Loader]:
+    @property
+    def _readers(self) -> int:
+        """Ranks that read different samples: every rank, or one for a split model."""
+        return 1 if self.step.rank_stage is not None else self.run.world.world_size
+
+    def _loaders(self, data: Data) -> tuple[Loader, ResumableSampler, Loader]:
         """This rank's training batches, their sampler, and its test batches.
 
         Ranks that hold the whole model share the data out (DDP; a process alone
@@ -275,9 +345,7 @@ class Trainer:
         split_model = self.step.rank_stage is not None
         readers, reader = (1, 0) if split_model else (world.world_size, world.rank)
         # Shuffled by (seed, epoch) alone: the same order on every stage and after a resume.
-        sampler: DistributedSampler[int] = DistributedSampler(
-            data.train, num_replicas=readers, rank=reader, shuffle=True, seed=self.seed
-        )
+        sampler = ResumableSampler(data.train, readers, reader, self.seed)  # type: ignore[arg-type]
         # Every reader scores a disjoint share of the test split; the counts are summed.
         test_share = Subset(data.test, range(reader, len(data.test), readers))  # type: ignore[arg-type]
         return (
@@ -287,7 +355,7 @@ class Trainer:
         )
 
     def _loader(
-        self, dataset: Dataset[Batch], sampler: DistributedSampler[int] | None, *, drop_last: bool
+        self, dataset: Dataset[Batch], sampler: ResumableSampler | None, *, drop_last: bool
     ) -> Loader:
         cfg = self.run.cfg
         return DataLoader(
