@@ -227,12 +227,36 @@ def _edit(rng: random.Random, spec: dict[str, Any]) -> str:
     """One edit of `spec` in place, described."""
     if rng.random() < 0.12:
         return _add_unknown_field(rng, spec)
-    path, schema = rng.choice(_places(spec))
+    if rng.random() < 0.15:
+        return _cross_field(rng, spec)
     kind = rng.choice(list(EDITS))
+    places = _places(spec)
+    if kind == "duplicates":  # where the schema has sets
+        sets = [p for p in places if (p[1] or {}).get("x-kubernetes-list-type") == "set"]
+        places = sets or places
+    path, schema = rng.choice(places)
     value = EDITS[kind](rng, _get(spec, path), schema)
     _set(spec, path, value)
     shown = "removed" if value is _DELETE else repr(value)[:60]
     return f"{kind} at {_dotted(path)}: {shown}"
+
+
+# Valid values of the fields the cross-field rules read.
+CROSS_FIELD: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("mode", ("DataParallel", "DistributedDataParallel", "ModelParallel", "Elastic")),
+    ("launcher", ("Script", "Torchrun")),
+    ("replicas", (1, 2, 3, 5)),
+    ("gpusPerReplica", (0, 1, 2, 8)),
+    ("elastic", ({"minReplicas": 1, "maxReplicas": 4}, {"minReplicas": 3, "maxReplicas": 2})),
+    ("modelParallel", ({}, {"stages": 2}, {"stages": 4}, {"microBatches": 8})),
+)
+
+
+def _cross_field(rng: random.Random, spec: dict[str, Any]) -> str:
+    """A valid value of a field that cross-field rules read, likely breaking one."""
+    key, values = rng.choice(CROSS_FIELD)
+    spec[key] = copy.deepcopy(rng.choice(values))
+    return f"cross-field at spec.{key}: {spec[key]!r}"
 
 
 def _add_unknown_field(rng: random.Random, spec: dict[str, Any]) -> str:
@@ -241,7 +265,7 @@ def _add_unknown_field(rng: random.Random, spec: dict[str, Any]) -> str:
     key = rng.choice(UNKNOWN_KEYS)
     parent = _get(spec, path) if path else spec
     parent[key] = rng.choice((1, None, "x", {}))
-    return f"unknown field {_dotted((*path, key))}"
+    return f"unknown field at {_dotted((*path, key))}"
 
 
 def _get(spec: Any, path: Path_) -> Any:

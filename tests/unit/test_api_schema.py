@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from openapi_schema_validator import OAS30Validator
 
-from multigpu_operator.api.limits import MAX_REPLICAS
-from multigpu_operator.api.rules import MSG_DATA_PARALLEL_REPLICAS, MSG_MODEL_PARALLEL_STAGES
 from multigpu_operator.api.schema import root_schema, spec_schema
 from multigpu_operator.api.server_checks import (
     KEYWORDS,
@@ -20,6 +18,7 @@ from multigpu_operator.api.server_checks import (
 )
 from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.validation import SERVER_WORDING, validate, with_defaults
+from support.server_answers import SERVER_ANSWERS, ddp
 
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
 
@@ -163,109 +162,11 @@ def test_errors_inside_lists_name_the_item() -> None:
     ]
 
 
-def ddp(**fields: Any) -> dict[str, Any]:
-    return {"mode": "DistributedDataParallel", "template": TEMPLATE, **fields}
-
-
-# What a real API server (kube-apiserver 1.36) answered for these specs, line for line.
-SERVER_ANSWERS: list[tuple[str, dict[str, Any], list[str]]] = [
-    (
-        "int32-overflow",
-        ddp(replicas=2**31),
-        [
-            '<nil>: Invalid value: "": Checked value must be of type integer with format int32 '
-            "in spec.replicas",
-            f"spec.replicas: Invalid value: {2**31}: spec.replicas in body should be less than "
-            f"or equal to {MAX_REPLICAS}",
-            f".spec.replicas: Invalid value: {2**31}: should be less than or equal to 2147483647",
-        ],
-    ),
-    (
-        "fraction",
-        ddp(replicas=0.5),
-        [
-            'spec.replicas: Invalid value: "float64": spec.replicas in body must be of type '
-            'int32: "float64"',
-            '<nil>: Invalid value: "": Checked value must be of type integer with format int32 '
-            "in spec.replicas",
-            "spec.replicas: Invalid value: 0.5: spec.replicas in body should be greater than or "
-            "equal to 1",
-            ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 0.5 is of the type "
-            "float64, expected int64",
-            RULES_NOT_CHECKED,
-        ],
-    ),
-    (
-        "integral-float-beyond-a-bound",
-        ddp(masterPort=1e6),
-        [
-            "spec.masterPort: Invalid value: 1e+06: spec.masterPort in body should be less than "
-            "or equal to 65535"
-        ],
-    ),
-    (
-        "int64-overflow",
-        ddp(runPolicy={"activeDeadlineSeconds": 2**64}),
-        [
-            'spec.runPolicy.activeDeadlineSeconds: Invalid value: "float64": '
-            'spec.runPolicy.activeDeadlineSeconds in body must be of type int64: "float64"',
-            '<nil>: Invalid value: "": Checked value must be of type integer with format int64 '
-            "in spec.runPolicy.activeDeadlineSeconds",
-            "spec.runPolicy.activeDeadlineSeconds: Invalid value: 1.8446744073709552e+19: "
-            "spec.runPolicy.activeDeadlineSeconds in body should be less than or equal to "
-            "3.16224e+07",
-            RULES_NOT_CHECKED,
-        ],
-    ),
-    (
-        "boolean-as-integer",
-        ddp(gpusPerReplica=True),
-        [
-            'spec.gpusPerReplica: Invalid value: "": spec.gpusPerReplica in body must be of '
-            'type int32: ""',
-            RULES_NOT_CHECKED,
-        ],
-    ),
-    (
-        "set-duplicates",
-        ddp(runPolicy={"retryableExitCodes": [3, 3, 1, 1.0]}),
-        ["spec.runPolicy.retryableExitCodes[1]: Duplicate value: 3"],
-    ),
-    (
-        "unknown-fields-only",
-        ddp(replicas=-1, shmSize=[{"name": None}], foo=1),
-        ['unknown field "spec.foo"', 'unknown field "spec.shmSize[0].name"'],
-    ),
-    (
-        "integral-float-read-by-a-rule",
-        {**ddp(mode="DataParallel"), "replicas": 2.0},
-        [
-            ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 2 is of the type "
-            "float64, expected int64",
-            'spec: Invalid value: "object": invalid data, expected int, got float64 evaluating '
-            f"rule: {MSG_DATA_PARALLEL_REPLICAS}",
-        ],
-    ),
-    (
-        "overflow-in-a-rule",
-        ddp(mode="ModelParallel", replicas=2**62, gpusPerReplica=4, modelParallel={"stages": 1}),
-        [
-            '<nil>: Invalid value: "": Checked value must be of type integer with format int32 '
-            "in spec.replicas",
-            f"spec.replicas: Invalid value: {2**62}: spec.replicas in body should be less than "
-            f"or equal to {MAX_REPLICAS}",
-            f".spec.replicas: Invalid value: {2**62}: should be less than or equal to 2147483647",
-            'spec: Invalid value: "object": integer overflow evaluating rule: '
-            f"{MSG_MODEL_PARALLEL_STAGES}",
-        ],
-    ),
-]
-
-
 @pytest.mark.parametrize(
     ("raw", "lines"), [c[1:] for c in SERVER_ANSWERS], ids=[c[0] for c in SERVER_ANSWERS]
 )
 def test_validate_answers_as_the_api_server(raw: dict[str, Any], lines: list[str]) -> None:
+    # tests/integration/test_api_validation.py holds the same table against a real server.
     assert sorted(validate(raw)) == sorted(lines)
 
 

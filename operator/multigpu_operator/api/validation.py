@@ -223,12 +223,14 @@ def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
 
 
 def _error_text(error: CELEvalError) -> str:
-    args = error.args
-    if args and args[0] == _INVALID_DATA:
+    """The API server's words for an evaluation error. cel-python wraps an error met by
+    an operator (`a && b` of two errors) in its own, so the cause is looked for inside."""
+    found = repr(error.args)
+    if _INVALID_DATA in found:
         return _INVALID_DATA
-    if any("overflow" in str(arg) for arg in args):
+    if "overflow" in found:
         return _OVERFLOW
-    return str(args[0]) if args else "error"
+    return str(error.args[0]) if error.args else "error"
 
 
 def _format(template: celtypes.StringType, args: celtypes.ListType) -> Any:
