@@ -119,6 +119,45 @@ def test_conflicts_name_the_field(j: Job, field: str) -> None:
     assert str(err.value).startswith(f"{field}: ")
 
 
+def test_every_conflict_is_reported_at_once() -> None:
+    j = job(
+        replicas=3,
+        gpusPerReplica=2,
+        tmpl=template(
+            container(
+                env=[{"name": "WORLD_SIZE", "value": "6"}],
+                resources={"limits": {"nvidia.com/gpu": 1}},
+            ),
+            hostname="mine",
+            volumes=[{"name": "mgj-shm", "emptyDir": {}}],
+        ),
+    )
+    with pytest.raises(PlanError) as err:
+        plan_job(j)
+    fields = [c.field for c in err.value.conflicts]
+    # In the order found; the same field of each of the 3 pods is one conflict.
+    assert fields == [
+        "spec.template.spec.hostname",
+        f"{C}.env[WORLD_SIZE]",
+        f"{C}.resources.limits[nvidia.com/gpu]",
+        "spec.template.spec.volumes[mgj-shm]",
+    ]
+    # One text for the job's condition and events, each conflict with its fix.
+    assert str(err.value) == "; ".join(str(c) for c in err.value.conflicts)
+    assert err.value.field == fields[0]
+
+
+def test_a_template_of_the_wrong_shape_is_a_conflict_too() -> None:
+    j = job(tmpl=template(container(env="WORLD_SIZE=2", resources=[]), tolerations={}))
+    with pytest.raises(PlanError) as err:
+        plan_job(j)
+    assert [str(c) for c in err.value.conflicts] == [
+        f"{C}.env: must be a list, not str",
+        f"{C}.resources: must be an object, not list",
+        "spec.template.spec.tolerations: must be a list, not dict",
+    ]
+
+
 def test_conflicting_env_says_the_operator_sets_it() -> None:
     j = job(tmpl=template(container(env=[{"name": "MASTER_ADDR", "value": "x"}])))
     with pytest.raises(PlanError, match=r"env\[MASTER_ADDR\]: is set by the operator .*remove it"):

@@ -12,12 +12,12 @@ from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.plan import env
-from multigpu_operator.plan.errors import PlanError
+from multigpu_operator.plan.errors import Conflict, Conflicts, PlanError
 from multigpu_operator.plan.modes import ModeLayout, data_parallel, ddp, elastic, model_parallel
 from multigpu_operator.plan.pod import build_pod
 from multigpu_operator.plan.service import build_service
 
-__all__ = ["DesiredState", "PlanError", "plan_job"]
+__all__ = ["Conflict", "DesiredState", "PlanError", "plan_job"]
 
 _MODES: Mapping[Mode, Callable[[Job, int], ModeLayout]] = {
     Mode.DATA_PARALLEL: data_parallel.layout,
@@ -36,7 +36,7 @@ class DesiredState:
 
 def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """The Service and pods `job` should have; `replicas` overrides spec.replicas
-    (an elastic job being scaled). Raises PlanError naming the field to fix.
+    (an elastic job being scaled). Raises PlanError naming every field to fix.
 
     `job` must be a valid MultiGPUJob (api/validation.py: what the API server checks,
     bounds and name rules included, so every pod name is a DNS label); the planner checks
@@ -45,7 +45,11 @@ def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """
     n = job.spec.replicas if replicas is None else _check_override(job, replicas)
     layout = _MODES[job.spec.mode](job, n)
-    pods = tuple(build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]]) for i in range(n))
+    conflicts = Conflicts()
+    pods = tuple(
+        build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]], conflicts) for i in range(n)
+    )
+    conflicts.raise_any()
     return DesiredState(service=build_service(job), pods=pods, world_size=layout.world_size)
 
 
