@@ -9,13 +9,9 @@ from typing import Any
 import pytest
 from openapi_schema_validator import OAS30Validator
 
+from multigpu_operator.api.go_values import go_value, stored_number
 from multigpu_operator.api.schema import root_schema, spec_schema
-from multigpu_operator.api.server_checks import (
-    KEYWORDS,
-    RULES_NOT_CHECKED,
-    go_value,
-    stored_number,
-)
+from multigpu_operator.api.server_checks import KEYWORDS, RULES_NOT_CHECKED
 from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.validation import SERVER_WORDING, validate, with_defaults
 from support.server_answers import SERVER_ANSWERS, ddp

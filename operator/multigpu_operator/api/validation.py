@@ -35,7 +35,7 @@ from jsonschema import ValidationError, validators
 from jsonschema.protocols import Validator
 from openapi_schema_validator import OAS30Validator
 
-from multigpu_operator.api import server_checks
+from multigpu_operator.api import go_values, server_checks
 from multigpu_operator.api.openapi import Schema
 from multigpu_operator.api.schema import root_schema
 from multigpu_operator.api.server_checks import SERVER_WORDING
@@ -120,7 +120,7 @@ def _as_stored(value: Any) -> Any:
     if isinstance(value, list):
         return [_as_stored(v) for v in value]
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return server_checks.stored_number(value)
+        return go_values.stored_number(value)
     return value
 
 
@@ -285,7 +285,7 @@ def _cel_value(value: Any, schema: Schema | None) -> Any:
         return celtypes.StringType(value)
     if value is None:
         return None
-    if server_checks.go_kind(value) == "int64":
+    if go_values.go_kind(value) == "int64":
         return celtypes.IntType(value)
     if schema.get("type") == "integer":
         return CELEvalError(_INVALID_DATA)
