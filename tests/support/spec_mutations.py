@@ -6,9 +6,9 @@ random places of its spec: a field the example sets, one the schema declares tha
 example leaves out, or one inside the pod template. An edit is one of the `EDITS`: a
 null, a removed field, a value of another JSON type, an int32/int64 bound, a huge
 number, an empty string, an unknown field, a null nested in a list or map, a duplicate
-in a set, or a valid but unusual value that exercises the cross-field rules. The same
-seed always gives the same mutations, so a failure names one that can be replayed
-(`mutations(n)[i]`).
+in a set, or a valid but unusual value that exercises the cross-field rules. Now and
+then the job's name is one the name rules refuse. The same seed always gives the same
+mutations, so a failure names one that can be replayed (`mutations(n)[i]`).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ INTEGERS: tuple[int, ...] = (
 )
 HUGE: tuple[Any, ...] = (1e300, -1e300, 1e21, 1e6, 123456789.0, 0.5, -0.0, 100000.0, 65535.5)
 STRINGS: tuple[str, ...] = ("", " ", "Foo", "elastic", "2Gi", "0", "é", "a\nb", "<&>", "x" * 300)
+# Names the API server's and our own name rules refuse (and one they take).
+NAMES: tuple[str, ...] = ("Job", "1job", "my.job", "a" * 57, "a" * 254, "-x", "x_y", "", "ok-2")
 UNKNOWN_KEYS: tuple[str, ...] = ("foo", "replicaz", "gpusPerreplica", "minreplicas", "x-extra")
 
 
@@ -84,6 +86,9 @@ def mutations(count: int, seed: int = SEED) -> list[Mutation]:
         name, manifest = examples[rng.randrange(len(examples))]
         manifest = copy.deepcopy(manifest)
         edits = tuple(_edit(rng, manifest["spec"]) for _ in range(rng.choice((1, 1, 2, 3))))
+        if rng.random() < 0.03:
+            manifest["metadata"]["name"] = rng.choice(NAMES)
+            edits += (f"name {manifest['metadata']['name'][:60]!r}",)
         out.append(Mutation(index, name, edits, manifest))
     return out
 

@@ -239,6 +239,29 @@ def _declared_fields(schema: Schema | None, value: Any, at: tuple[Any, ...]) -> 
             yield from _declared_fields(schema.get("items"), item, (*at, index))
 
 
+# Every object's name is a DNS-1123 subdomain (k8s.io/apimachinery's IsDNS1123Subdomain).
+_DNS1123_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_DNS1123_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    f"used for validation is '{_DNS1123_SUBDOMAIN}')"
+)
+NAME_REQUIRED = "metadata.name: Required value: name or generateName is required"
+
+
+def name_errors(name: str) -> list[str]:
+    """What the API server says of any object's name, before our own name rules."""
+    if not name:
+        return [NAME_REQUIRED]
+    shown = field_value(name)
+    lines = []
+    if len(name) > 253:
+        lines.append(f"metadata.name: Invalid value: {shown}: must be no more than 253 characters")
+    if not re.fullmatch(_DNS1123_SUBDOMAIN, name):
+        lines.append(f"metadata.name: Invalid value: {shown}: {_DNS1123_SUBDOMAIN_MESSAGE}")
+    return lines
+
+
 def scale_errors(spec: Any) -> list[str]:
     """What the scale subresource says of spec.replicas (an int64, 0..MaxInt32)."""
     if not isinstance(spec, Mapping) or "replicas" not in spec:

@@ -53,9 +53,12 @@ def validate(spec: Mapping[str, Any], name: str | None = None) -> list[str]:
         return [server_checks.unknown_field_line(path) for path in unknown]
     _run(checks.defaults.iter_errors(job))
     found = list(checks.schema.iter_errors(job))
-    errors = [server_checks.line(e) for e in found]
+    errors = server_checks.name_errors(name) if name is not None else []
+    errors += [server_checks.line(e) for e in found]
     errors += server_checks.scale_errors(job["spec"])
-    if any(e.validator in server_checks.BLOCKING for e in found):
+    if server_checks.NAME_REQUIRED in errors or any(
+        e.validator in server_checks.BLOCKING for e in found
+    ):
         return [*errors, server_checks.RULES_NOT_CHECKED]
     errors += [_rule_line(e, "spec") for e in checks.spec_rules.iter_errors(job["spec"])]
     if name is not None:
