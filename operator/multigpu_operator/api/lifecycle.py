@@ -97,7 +97,7 @@ class RunPolicy(ApiModel):
         description=(
             "Seconds the job may run, counted from its start (or its last resume); then it "
             "fails with reason DeadlineExceeded and its running pods are stopped. Unset: "
-            "no limit (the most it takes is 366 days)."
+            "no limit; set, up to 366 days."
         ),
     )
     ttl_seconds_after_finished: Int64 | None = Field(
@@ -106,8 +106,8 @@ class RunPolicy(ApiModel):
         le=MAX_JOB_SECONDS,
         description=(
             "Seconds after the job Succeeded or Failed when the operator deletes it (and, "
-            "through garbage collection, its pods and Service). Unset: kept (the most it "
-            "takes is 366 days)."
+            "through garbage collection, its pods and Service). Unset: kept; set, up to 366 "
+            "days."
         ),
     )
     clean_pod_policy: CleanPodPolicy = Field(
