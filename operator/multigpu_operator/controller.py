@@ -25,6 +25,7 @@ from multigpu_operator.api.status import Phase
 from multigpu_operator.api.validation import validate_object
 from multigpu_operator.cluster.errors import Conflict, Invalid
 from multigpu_operator.cluster.informer import JobKey, PodInformer
+from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.conditions import Event
@@ -55,6 +56,8 @@ class Controller:
         self.cluster = cluster
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self.informer = PodInformer(cluster, self.enqueue, settings.namespace)
+        # For telling "no node can ever fit" from "the cluster is busy" (policy/fit.py).
+        self.nodes = NodeInformer(cluster)
         self.queue: WorkQueue[JobKey] = WorkQueue(
             Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
         )
@@ -67,6 +70,7 @@ class Controller:
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
+        self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
         for i in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{i}"))
 
@@ -136,7 +140,8 @@ class Controller:
             return
         job, desired = planned
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
-        decision = decide(job, desired, pods, body.get("status") or {}, self._clock())
+        previous = body.get("status") or {}
+        decision = decide(job, desired, pods, previous, self._clock(), self.nodes.nodes())
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
         if not await self._write_status(body, update):

@@ -45,8 +45,8 @@ STEPS: tuple[Step, ...] = (
     deadline.active_deadline,  # runPolicy.activeDeadlineSeconds
     requeue.wait_to_requeue,  # after a gang timeout with Requeue
     restarts.failures_and_restarts,  # a new attempt, an elastic pod replaced, or Failed
-    gang.gang_start,  # gang.timeoutSeconds while pods are unschedulable
-    containers.container_states,  # containers the kubelet cannot start (image, config)
+    gang.gang_start,  # gang.timeoutSeconds while pods are unschedulable; no node fits
+    containers.container_states,  # containers the kubelet cannot start; spec.startPolicy
     elastic.elastic_size,  # below minReplicas; scale to spec.replicas
     create.missing_pods,  # the desired pods whose names are free
 )
@@ -58,8 +58,9 @@ def decide(
     pods: Sequence[Mapping[str, Any]],
     previous: Mapping[str, Any],
     now: datetime,
+    nodes: Sequence[Mapping[str, Any]] = (),
 ) -> Decision:
-    seen = Observed(job, desired, tuple(pods), previous, now)
+    seen = Observed(job, desired, tuple(pods), previous, now, tuple(nodes))
     progress = Progress.from_status(previous, now)
     outcomes: list[Outcome] = []
     for step in STEPS:

@@ -116,6 +116,14 @@ prom_version="$(module_version "$prom_dir" github.com/prometheus/prometheus)"
 prom_bin="$(build_into promtool "$prom_version" "$prom_dir" \
   "-s -w" "remove_all_sd" github.com/prometheus/prometheus/cmd/promtool)"
 
+# Kueue's controller manager, for the queueing tests (tests/cluster/kueue.py). Its go.sum
+# starts from Kueue's own: one dependency is not in the checksum database.
+kueue_dir="$here/go/kueue"
+kueue_version="$(module_version "$kueue_dir" sigs.k8s.io/kueue)"
+kueue_bin="$(build_into kueue "$kueue_version" "$kueue_dir" \
+  "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$kueue_version" "" \
+  sigs.k8s.io/kueue/cmd/kueue)"
+
 echo "K8S_BIN=$k8s_bin"
 echo "K8S_VERSION=$k8s_version"
 echo "ETCD_BIN=$etcd_bin"
@@ -126,3 +134,5 @@ echo "PAUSE_VERSION=$pause_version"
 echo "KWOK_BIN=$kwok_bin"
 echo "HELM_BIN=$helm_bin"
 echo "PROMTOOL_BIN=$prom_bin"
+echo "KUEUE_BIN=$kueue_bin"
+echo "KUEUE_VERSION=$kueue_version"

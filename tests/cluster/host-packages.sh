@@ -4,10 +4,10 @@
 #   containerd, runc, containernetworking-plugins: the node's container runtime and CNI
 #   nftables: kube-proxy's nftables mode; socat: the node's way to the API server
 #   buildah, mmdebstrap: images from our Dockerfiles, and the Debian stand-in bases
-#   gcc, libc6-dev: the static pause binary
+#   gcc, libc6-dev: the static pause binary; openssl: the certificate of Kueue's webhooks
 set -euo pipefail
 packages=(containerd runc containernetworking-plugins nftables socat buildah mmdebstrap
-  gcc libc6-dev iproute2 util-linux)
+  gcc libc6-dev iproute2 util-linux openssl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

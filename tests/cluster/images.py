@@ -163,7 +163,11 @@ def operator_image(base: str) -> Built:
 def build_all() -> list[Built]:
     python = stand_in_python()
     pytorch = stand_in_pytorch(python.name)
-    return [python, pytorch, trainer_image(pytorch.name), operator_image(python.name)]
+    built = [python, pytorch, trainer_image(pytorch.name), operator_image(python.name)]
+    # Layers of earlier builds that no image uses any more (the layer cache of the current
+    # ones stays): without this every code change leaves the operator's layers behind.
+    buildah("rmi", "--prune", check=False)
+    return built
 
 
 def pause_image_archive() -> Path:

@@ -72,6 +72,7 @@ class Tools:
     node_bin: Path  # kubelet, kube-proxy
     coredns_bin: Path
     pause_bin: Path
+    kueue_bin: Path
 
     @property
     def kubectl(self) -> Path:
@@ -116,6 +117,7 @@ def build_tools() -> Tools:
         node_bin=Path(values["NODE_BIN"]),
         coredns_bin=Path(values["COREDNS_BIN"]),
         pause_bin=Path(values["PAUSE_BIN"]),
+        kueue_bin=Path(values["KUEUE_BIN"]),
     )
 
 

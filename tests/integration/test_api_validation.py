@@ -104,6 +104,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     ("shm-bad", ddp(shmSize="2 GB"), "job", "spec.shmSize in body should match"),
     (
+        "start-policy-wait-typo",
+        ddp(startPolicy={"onTimeout": "wait"}),
+        "job",
+        'spec.startPolicy.onTimeout: Unsupported value: "wait"',
+    ),
+    (
         "no-containers",
         ddp(template={"spec": {"containers": []}}),
         "job",
@@ -377,7 +383,17 @@ def test_printer_columns(
     create(api_client, namespace, job(ddp(replicas=2, gpusPerReplica=4)))
 
     out = installed_crd.kubectl("get", "mgj", "-n", namespace).stdout.split("\n")
-    header = ["NAME", "MODE", "REPLICAS", "WORLD", "GPUS/REPLICA", "PHASE", "RESTARTS", "AGE"]
+    header = [
+        "NAME",
+        "MODE",
+        "REPLICAS",
+        "WORLD",
+        "GPUS/REPLICA",
+        "PHASE",
+        "REASON",
+        "RESTARTS",
+        "AGE",
+    ]
     assert out[0].split() == header
     assert out[1].split()[:4] == ["job", "DistributedDataParallel", "2", "4"]
 
@@ -457,6 +473,7 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
         "events",
         "customresourcedefinitions",
         "namespaces",
+        "nodes",
     }
     assert ("", "pods", "create") in grants
     assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
@@ -465,3 +482,5 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
     assert ("multigpu.dev", "multigpujobs", "delete") in grants
     assert ("", "services", "delete") not in grants
     assert ("", "secrets", "get") not in grants
+    # Nodes are only read (the fit check), never changed.
+    assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}

@@ -57,7 +57,9 @@ class FakeCluster:
         self._errors: dict[str, list[ClusterError]] = defaultdict(list)
         self._version = 0  # the last resourceVersion handed out
         self._uids = itertools.count(1)
+        self.nodes: dict[str, dict[str, Any]] = {}
         self._pod_log: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
+        self._node_log: list[tuple[int, dict[str, Any]]] = []
         self._changed = asyncio.Event()
         self._watch_epoch = 0  # watches started before the current epoch end with Gone
 
@@ -111,6 +113,32 @@ class FakeCluster:
             pod["status"]["containerStatuses"] = [
                 {"name": "trainer", "state": {"terminated": term}}
             ]
+        pod["metadata"]["resourceVersion"] = self._next_version()
+        self._pod_changed("MODIFIED", pod)
+
+    def add_node(self, node: Mapping[str, Any]) -> None:
+        """A node joins the cluster (or changes)."""
+        stored = copy.deepcopy(dict(node))
+        stored["metadata"]["resourceVersion"] = self._next_version()
+        existed = stored["metadata"]["name"] in self.nodes
+        self.nodes[stored["metadata"]["name"]] = stored
+        self._node_changed("MODIFIED" if existed else "ADDED", stored)
+
+    def remove_node(self, name: str) -> None:
+        node = self.nodes.pop(name)
+        node["metadata"]["resourceVersion"] = self._next_version()
+        self._node_changed("DELETED", node)
+
+    def set_unschedulable(self, name: str, message: str, namespace: str = "ns") -> None:
+        """Play the scheduler: no node has room for the pod."""
+        pod = self.pods[namespace, name]
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+        }
+        pod["status"] = {"phase": "Pending", "conditions": [condition]}
         pod["metadata"]["resourceVersion"] = self._next_version()
         self._pod_changed("MODIFIED", pod)
 
@@ -208,6 +236,37 @@ class FakeCluster:
         timeout_seconds: int = 300,
     ) -> AsyncIterator[dict[str, Any]]:
         await self._call("watch_pods", selector, resource_version, namespace)
+        replay = self._replay(
+            self._pod_log,
+            resource_version,
+            timeout_seconds,
+            lambda obj: _matches(obj, selector, namespace),
+        )
+        async for event in replay:
+            yield event
+
+    async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        await self._call("list_nodes")
+        return [copy.deepcopy(node) for node in self.nodes.values()], str(self._version)
+
+    async def watch_nodes(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[dict[str, Any]]:
+        await self._call("watch_nodes", resource_version)
+        async for event in self._replay(
+            self._node_log, resource_version, timeout_seconds, lambda obj: True
+        ):
+            yield event
+
+    async def _replay(
+        self,
+        log: list[tuple[int, dict[str, Any]]],
+        resource_version: str,
+        timeout_seconds: int,
+        wanted: Callable[[Mapping[str, Any]], bool],
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events of `log` after `resource_version`, then new ones as they come, until
+        the watch's timeout (or Gone once watches are expired)."""
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout_seconds
         seen = int(resource_version)
@@ -216,8 +275,8 @@ class FakeCluster:
             if epoch != self._watch_epoch:
                 raise Gone(f"too old resource version: {seen}", 410)
             changed = self._changed
-            for version, event in self._pod_log:
-                if version > seen and _matches(event["object"], selector, namespace):
+            for version, event in log:
+                if version > seen and wanted(event["object"]):
                     yield copy.deepcopy(event)
                 seen = max(seen, version)
             try:
@@ -247,6 +306,11 @@ class FakeCluster:
     def _pod_changed(self, type_: str, pod: dict[str, Any]) -> None:
         version = int(pod["metadata"]["resourceVersion"])
         self._pod_log.append((version, {"type": type_, "object": copy.deepcopy(pod)}))
+        self._wake_watches()
+
+    def _node_changed(self, type_: str, node: dict[str, Any]) -> None:
+        version = int(node["metadata"]["resourceVersion"])
+        self._node_log.append((version, {"type": type_, "object": copy.deepcopy(node)}))
         self._wake_watches()
 
     def _wake_watches(self) -> None:

@@ -37,13 +37,15 @@ class JobRun:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
     deleted_job: bool = False
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # the node informer's view
     _uids: int = 0
 
     def step(self, seconds: float = 0) -> Decision:
         """One reconcile pass, `seconds` after the previous one; its decision applied."""
         self.now += timedelta(seconds=seconds)
         job = Job.from_object(self.obj)
-        decision = decide(job, plan_job(job), list(self.pods.values()), self.status, self.now)
+        pods = list(self.pods.values())
+        decision = decide(job, plan_job(job), pods, self.status, self.now, self.nodes)
         self.decisions.append(decision)
         self.status = copy.deepcopy(decision.status)
         for name in decision.delete_pods:
@@ -86,6 +88,23 @@ class JobRun:
                 }
             ],
         }
+
+    def waiting(self, name: str, reason: str, message: str = "", *, sidecar: bool = False) -> None:
+        """A container of the pod waits for `reason`: the trainer of a Pending pod, or
+        the native sidecar of a Running one."""
+        pod = self.pods[name]
+        pod["spec"]["nodeName"] = "gpu-node-0"
+        state = {"waiting": {"reason": reason, "message": message}}
+        if sidecar:
+            running = {"name": "trainer", "image": "train:1", "state": {"running": {}}}
+            pod["status"] = {
+                "phase": "Running",
+                "initContainerStatuses": [{"name": "log", "image": "log:1", "state": state}],
+                "containerStatuses": [running],
+            }
+        else:
+            container = {"name": "trainer", "image": "train:1", "state": state}
+            pod["status"] = {"phase": "Pending", "containerStatuses": [container]}
 
     def gated(self, name: str) -> None:
         self.pods[name]["status"] = {

@@ -109,10 +109,21 @@ def observed(
     pods: list[dict[str, Any]] | None = None,
     previous: dict[str, Any] | None = None,
     now: float = 0,
+    nodes: list[dict[str, Any]] | None = None,
 ) -> Observed:
-    """What a step sees: `j` (a two-replica DDP job by default), `now` seconds after T0."""
+    """What a step sees: `j` (a two-replica DDP job by default), `now` seconds after T0,
+    and the cluster's `nodes` (unknown by default)."""
     j = j or job()
-    return Observed(j, plan_job(j), tuple(pods or ()), previous or {}, at(now))
+    return Observed(j, plan_job(j), tuple(pods or ()), previous or {}, at(now), tuple(nodes or ()))
+
+
+def gpu_node(name: str, gpus: int = 8) -> dict[str, Any]:
+    """A GPU node as the node informer keeps it (cluster/nodes.py)."""
+    return {
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": str(gpus)}},
+    }
 
 
 def progress(attempt: int = 1, restarts: int = 0, start: float = 0) -> Progress:

@@ -20,9 +20,13 @@ KEY = ("ns", "train")
 REJECTED = 'Pod "train-0" is invalid: spec.containers[0].image: Required value'
 
 
+# The informers' calls: they read, and run beside the reconciles.
+WATCHES = ("list_pods", "watch_pods", "list_nodes", "watch_nodes")
+
+
 def methods(cluster: FakeCluster) -> list[str]:
-    """The calls that change something, in order (the pod watch's are left out)."""
-    return [c.method for c in cluster.calls if c.method not in ("list_pods", "watch_pods")]
+    """The calls that change something, in order (the informers' are left out)."""
+    return [c.method for c in cluster.calls if c.method not in WATCHES]
 
 
 def gaps(times: list[float]) -> list[float]:

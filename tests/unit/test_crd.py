@@ -137,6 +137,7 @@ def test_names_subresources_and_columns() -> None:
         ".status.worldSize",
         ".spec.gpusPerReplica",
         ".status.phase",
+        ".status.reason",
         ".status.restarts",
         ".metadata.creationTimestamp",
     ]
@@ -192,6 +193,7 @@ def test_there_is_an_example_per_mode() -> None:
         (spec(), "a-1"),
         (spec(gpusPerReplica=0, gpuProduct="NVIDIA-H100-80GB-HBM3"), "j"),
         (spec(template={"metadata": {"labels": {"a": "b"}}, **TEMPLATE}), "j"),
+        (spec(startPolicy={"timeoutSeconds": 0, "onTimeout": "Wait"}), "j"),
     ],
     ids=[
         "mp-stages-per-process",
@@ -205,6 +207,7 @@ def test_there_is_an_example_per_mode() -> None:
         "name-with-digit",
         "gpu-product",
         "template-labels",
+        "start-policy",
     ],
 )
 def test_valid(raw: dict[str, Any], name: str) -> None:
@@ -251,6 +254,18 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
     ),
     ("shm-bad", spec(shmSize="2 GB"), "j", "spec.shmSize in body should match"),
     ("bad-launcher", spec(launcher="mpirun"), "j", 'spec.launcher: Unsupported value: "mpirun"'),
+    (
+        "start-timeout-neg",
+        spec(startPolicy={"timeoutSeconds": -1}),
+        "j",
+        "spec.startPolicy.timeoutSeconds in body should be greater than or equal to 0",
+    ),
+    (
+        "start-on-timeout",
+        spec(startPolicy={"onTimeout": "Requeue"}),
+        "j",
+        'spec.startPolicy.onTimeout: Unsupported value: "Requeue"',
+    ),
     (
         "bad-schedule",
         spec(mode="ModelParallel", modelParallel={"schedule": "Interleaved"}),

@@ -58,6 +58,7 @@ def test_an_invalid_job_fails_and_nothing_else_changes(
     assert rest == {
         **{k: v for k, v in previous.items() if k != "conditions"},
         "phase": "Failed",
+        "reason": "InvalidSpec",
         "observedGeneration": 2,
         "completionTime": stamp(0),
     }

@@ -57,6 +57,82 @@ def test_what_a_failed_pod_says(p: dict[str, Any], failure: Failure) -> None:
     assert failures([p]) == [failure]
 
 
+EVICTION = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi."
+OOM_ADVICE = (
+    "container trainer used more memory than its limit; raise its resources.limits.memory in "
+    "spec.template (a memory-backed /dev/shm, spec.shmSize, counts against it too)"
+)
+
+
+def oom_killed() -> dict[str, Any]:
+    term = {"exitCode": 137, "reason": "OOMKilled"}
+    return failed_pod({"name": "trainer", "state": {"terminated": term}})
+
+
+def disrupted(message: str) -> dict[str, Any]:
+    p = pod(2, "Failed")
+    p["status"].update(reason="Evicted", message=EVICTION)
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
+    p["status"]["conditions"] = [{**condition, "message": message} if message else condition]
+    return p
+
+
+@pytest.mark.parametrize(
+    ("p", "failure", "message"),
+    [
+        pytest.param(
+            oom_killed(),
+            Failure("job-0", "0", 137, "OOMKilled", "uid-0-1", detail=OOM_ADVICE),
+            f"pod job-0 (replica 0) failed with exit code 137: OOMKilled: {OOM_ADVICE}",
+            id="oom-killed-says-to-raise-the-memory-limit",
+        ),
+        pytest.param(
+            failed_pod(container("trainer", 137), reason="Evicted", message=f" {EVICTION}\n"),
+            Failure("job-0", "0", None, "Evicted", "uid-0-1", detail=EVICTION),
+            f"pod job-0 (replica 0) failed: Evicted: {EVICTION}",
+            id="an-eviction-has-no-exit-code-and-the-kubelets-message",
+        ),
+        pytest.param(
+            disrupted("Pod was terminated in response to imminent node shutdown."),
+            Failure(
+                "job-2",
+                "2",
+                None,
+                "disrupted (TerminationByKubelet)",
+                "uid-2-1",
+                disrupted=True,
+                detail="Pod was terminated in response to imminent node shutdown.",
+            ),
+            "pod job-2 (replica 2) failed: disrupted (TerminationByKubelet): Pod was terminated "
+            "in response to imminent node shutdown.",
+            id="disruption-with-its-message",
+        ),
+        pytest.param(
+            disrupted(""),
+            Failure(
+                "job-2",
+                "2",
+                None,
+                "disrupted (TerminationByKubelet)",
+                "uid-2-1",
+                disrupted=True,
+                detail=EVICTION,
+            ),
+            f"pod job-2 (replica 2) failed: disrupted (TerminationByKubelet): {EVICTION}",
+            id="disruption-without-one-takes-the-pods",
+        ),
+    ],
+)
+def test_what_the_user_can_do_is_in_the_message(
+    p: dict[str, Any], failure: Failure, message: str
+) -> None:
+    (found,) = failures([p])
+    assert found == failure
+    assert found.message() == message
+    # lastFailure keeps the short reason.
+    assert found.as_status(1)["reason"] == failure.reason
+
+
 def test_failures_first_finished_first_running_pods_ignored() -> None:
     pods = [
         pod(0, "Failed", exit_code=1, finished=20),

@@ -3,17 +3,29 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, Phase
-from multigpu_operator.policy.conditions import condition
+from multigpu_operator.plan import plan_job
+from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.gang import Scheduling, gang_start, scheduling
+from multigpu_operator.policy.gang import NO_NODE_FITS, Scheduling, gang_start, scheduling
 from multigpu_operator.policy.step import Outcome
-from support.policy import GPU_SHORTAGE, elastic_job, job, observed, pod, progress, stamp, written
+from support.policy import (
+    GPU_SHORTAGE,
+    elastic_job,
+    gpu_node,
+    job,
+    observed,
+    pod,
+    progress,
+    stamp,
+    written,
+)
 
 SCHEDULED = ConditionType.SCHEDULED
 UNSCHEDULABLE = f"1 of 2 pods unscheduled: {GPU_SHORTAGE}"
@@ -212,3 +224,130 @@ def test_gang_start(
     j: Job, pods: list[dict[str, Any]], previous: dict[str, Any], now: float, expected: Outcome
 ) -> None:
     assert gang_start(observed(j, pods, previous, now), progress()) == expected
+
+
+NODES = [gpu_node("gpu-node-0"), gpu_node("gpu-node-1")]
+NEVER = (
+    "no node can ever fit pod job-0: it asks for 16 nvidia.com/gpu, the largest node has 8; "
+    f"2 of 2 pods unscheduled: {GPU_SHORTAGE}"
+)
+NEVER_NOW = f"{NEVER}; the job fails after gang.timeoutSeconds (60s) unless a node that fits joins"
+NEVER_LATE = f"after gang.timeoutSeconds (60s) {NEVER}"
+
+
+def turned_away(j: Job, index: int) -> dict[str, Any]:
+    """Pod `index` of `j` as created (its requests, tolerations), reported Unschedulable."""
+    created = copy.deepcopy(plan_job(j).pods[index])
+    created["status"] = unschedulable(index)["status"]
+    return created
+
+
+def test_the_pod_the_scheduler_turned_away_is_fitted_as_admission_left_it() -> None:
+    """A webhook added a toleration for the big node's taint: it may fit there."""
+    j = big_job()
+    big = gpu_node("big", 16)
+    big["spec"]["taints"].append({"key": "team", "value": "a", "effect": "NoSchedule"})
+    pods = [turned_away(j, 0), turned_away(j, 1)]
+    never = gang_start(observed(j, pods, {}, 0, [*NODES, big]), progress())
+    assert never.changes[0] == condition(
+        SCHEDULED,
+        False,
+        NO_NODE_FITS,
+        NEVER_NOW.replace("the largest node has 8", "the largest node it may use has 8"),
+    )
+    for p in pods:
+        p["spec"]["tolerations"].append({"key": "team", "operator": "Exists"})
+    busy = gang_start(observed(j, pods, {}, 0, [*NODES, big]), progress())
+    assert busy.changes[0].reason == "Unschedulable"
+
+
+def big_job(on_timeout: str = "Requeue") -> Job:
+    gang = {"timeoutSeconds": 60, "onTimeout": on_timeout, "requeueAfterSeconds": 30}
+    return job(gpusPerReplica=16, gang=gang)
+
+
+@pytest.mark.parametrize(
+    ("j", "previous", "now", "expected"),
+    [
+        pytest.param(
+            big_job(),
+            {},
+            0,
+            Outcome(
+                status=WAITING,
+                changes=(
+                    condition(SCHEDULED, False, NO_NODE_FITS, NEVER_NOW),
+                    Event("Warning", NO_NODE_FITS, NEVER_NOW),
+                ),
+                wake_after=(60.0,),
+            ),
+            id="said-at-once-and-posted",
+        ),
+        pytest.param(
+            big_job(),
+            {**WAITING, "conditions": [written("Scheduled", False, NO_NODE_FITS)]},
+            30,
+            Outcome(
+                status=WAITING,
+                changes=(condition(SCHEDULED, False, NO_NODE_FITS, NEVER_NOW),),
+                wake_after=(30.0,),
+            ),
+            id="posted-once",
+        ),
+        pytest.param(
+            big_job("Wait"),
+            {},
+            0,
+            Outcome(
+                status=WAITING,
+                changes=(
+                    condition(
+                        SCHEDULED,
+                        False,
+                        NO_NODE_FITS,
+                        f"{NEVER}; waiting for a node that fits (gang.onTimeout Wait)",
+                    ),
+                    Event(
+                        "Warning",
+                        NO_NODE_FITS,
+                        f"{NEVER}; waiting for a node that fits (gang.onTimeout Wait)",
+                    ),
+                ),
+                wake_after=(60.0,),
+            ),
+            id="wait-says-what-for",
+        ),
+        pytest.param(
+            big_job("Requeue"), WAITING, 60, fail(NO_NODE_FITS, NEVER_LATE), id="not-requeued"
+        ),
+        pytest.param(big_job("Fail"), WAITING, 60, fail(NO_NODE_FITS, NEVER_LATE), id="fail"),
+        pytest.param(
+            big_job("Wait"),
+            WAITING,
+            60,
+            Outcome(
+                status=WAITING,
+                changes=(
+                    condition(SCHEDULED, False, NO_NODE_FITS, f"{NEVER_LATE}; still waiting"),
+                ),
+            ),
+            id="wait-keeps-waiting",
+        ),
+    ],
+)
+def test_a_job_no_node_can_ever_fit(
+    j: Job, previous: dict[str, Any], now: float, expected: Outcome
+) -> None:
+    pods = [turned_away(j, 0), turned_away(j, 1)]
+    assert gang_start(observed(j, pods, previous, now, NODES), progress()) == expected
+
+
+def test_a_busy_cluster_is_not_a_cluster_too_small() -> None:
+    j = job(gpusPerReplica=8, gang={"timeoutSeconds": 60})
+    seen = observed(j, [turned_away(j, 0), turned_away(j, 1)], {}, 0, NODES)
+    busy = f"2 of 2 pods unscheduled: {GPU_SHORTAGE}"
+    assert gang_start(seen, progress()) == Outcome(
+        status=WAITING,
+        changes=(condition(SCHEDULED, False, "Unschedulable", busy),),
+        wake_after=(60.0,),
+    )

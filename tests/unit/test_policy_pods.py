@@ -16,6 +16,22 @@ from multigpu_operator.policy.pods import (
 from support.policy import pod
 
 
+def with_containers(
+    p: dict[str, Any], *, sidecar: str | None = None, trainer: str | None = None
+) -> dict[str, Any]:
+    """`p` with a native sidecar and the trainer, each waiting for the reason given, else
+    running."""
+
+    def state(reason: str | None) -> dict[str, Any]:
+        return {"waiting": {"reason": reason}} if reason else {"running": {}}
+
+    p["status"]["initContainerStatuses"] = [
+        {"name": "sidecar", "restartCount": 3, "state": state(sidecar)}
+    ]
+    p["status"]["containerStatuses"] = [{"name": "trainer", "state": state(trainer)}]
+    return p
+
+
 def labelled(**labels: str) -> dict[str, Any]:
     return {"metadata": {"name": "p", "labels": labels}}
 
@@ -64,6 +80,21 @@ def test_with_attempt_labels_a_copy() -> None:
             [pod(0, "Running", deleting=True), pod(1, "Running")],
             PodCounts(running=1),
             id="being-deleted-not-counted",
+        ),
+        pytest.param(
+            [with_containers(pod(0, "Running"), sidecar="CrashLoopBackOff"), pod(1, "Running")],
+            PodCounts(pending=1, running=1),
+            id="a-running-pod-whose-sidecar-crash-loops-does-not-run",
+        ),
+        pytest.param(
+            [with_containers(pod(0, "Running"), trainer="ContainerCreating")],
+            PodCounts(pending=1),
+            id="nor-one-whose-container-waits",
+        ),
+        pytest.param(
+            [with_containers(pod(0, "Running"), sidecar=None, trainer=None)],
+            PodCounts(running=1),
+            id="every-container-running",
         ),
     ],
 )

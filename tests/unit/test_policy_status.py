@@ -9,13 +9,21 @@ import pytest
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.status import conclude, phase_of
+from multigpu_operator.policy.status import conclude, phase_of, phase_reason
 from multigpu_operator.policy.step import Outcome
 from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
 
 
 def done(index: int) -> dict[str, Any]:
     return pod(index, "Succeeded", exit_code=0, node="gpu-node-0")
+
+
+def crash_looping(index: int) -> dict[str, Any]:
+    """A Running pod whose sidecar keeps crashing."""
+    (p,) = running(index)
+    waiting = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}}
+    p["status"]["initContainerStatuses"] = [{"name": "log", "image": "l:1", "state": waiting}]
+    return p
 
 
 @pytest.mark.parametrize(
@@ -45,6 +53,16 @@ def done(index: int) -> dict[str, Any]:
             {},
             Phase.PENDING,
             id="el-done-while-one-runs-below-min",
+        ),
+        pytest.param(
+            job(), [*running(0), crash_looping(1)], {}, Phase.PENDING, id="a-crash-loop-runs-not"
+        ),
+        pytest.param(
+            elastic_job(3),
+            [*running(0), crash_looping(1), crash_looping(2)],
+            {},
+            Phase.PENDING,
+            id="el-crash-loops-are-not-min-replicas",
         ),
     ],
 )
@@ -197,3 +215,97 @@ def test_a_finished_pass_creates_nothing_and_claims_no_new_attempt(end: Phase) -
     decision = conclude(observed(job(), [pod(0), pod(1)]), progress(), decided, end)
     assert decision.create_pods == ()
     assert "Created" not in conditions(decision.status)
+
+
+def cond(ctype: str, status: bool, reason: str) -> dict[str, Any]:
+    return written(ctype, status, reason)
+
+
+@pytest.mark.parametrize(
+    ("phase", "conditions", "reason"),
+    [
+        pytest.param(Phase.PENDING, [cond("Created", True, "PodsCreated")], None, id="created"),
+        pytest.param(
+            Phase.PENDING,
+            [cond("Scheduled", False, "Unschedulable"), cond("Running", False, "ErrImagePull")],
+            "ErrImagePull",
+            id="a-container-problem-before-a-busy-cluster",
+        ),
+        pytest.param(
+            Phase.PENDING,
+            [cond("Scheduled", False, "NoNodeFits"), cond("Running", False, "ErrImagePull")],
+            "NoNodeFits",
+            id="no-node-fits-before-all",
+        ),
+        pytest.param(
+            Phase.PENDING, [cond("Scheduled", False, "GangTimeout")], "GangTimeout", id="requeued"
+        ),
+        pytest.param(
+            Phase.PENDING,
+            [cond("Scheduled", True, "PodsScheduled"), cond("Running", False, "PodsStarting")],
+            None,
+            id="nothing-holds-it",
+        ),
+        pytest.param(
+            Phase.PENDING,
+            [cond("Running", False, "BelowMinReplicas")],
+            "BelowMinReplicas",
+            id="elastic-below-min",
+        ),
+        pytest.param(
+            Phase.RESTARTING,
+            [cond("Restarting", True, "PodFailed"), cond("Running", False, "Restarting")],
+            "PodFailed",
+            id="restarting",
+        ),
+        pytest.param(
+            Phase.RESTARTING,
+            [cond("Restarting", True, "PodFailed"), cond("Running", False, "ImagePullBackOff")],
+            "ImagePullBackOff",
+            id="restarting-held-up",
+        ),
+        pytest.param(Phase.RUNNING, [cond("Running", True, "PodsRunning")], "PodsRunning", id="r"),
+        pytest.param(
+            Phase.FAILED,
+            [cond("Running", False, "ImagePullBackOff"), cond("Failed", True, "ImagePullBackOff")],
+            "ImagePullBackOff",
+            id="failed",
+        ),
+        pytest.param(
+            Phase.SUCCEEDED, [cond("Succeeded", True, "PodsSucceeded")], "PodsSucceeded", id="s"
+        ),
+        pytest.param(Phase.SUSPENDED, [cond("Suspended", True, "Suspended")], "Suspended", id="z"),
+    ],
+)
+def test_phase_reason(phase: Phase, conditions: list[dict[str, Any]], reason: str | None) -> None:
+    assert phase_reason(phase, conditions) == reason
+
+
+def test_the_reason_is_derived_again_by_every_pass() -> None:
+    previous = {"phase": "Pending", "reason": "ErrImagePull", "conditions": []}
+    decision = conclude(
+        observed(job(), [pod(0), pod(1)], previous), progress(), Outcome(), Phase.PENDING
+    )
+    assert "reason" not in decision.status
+    decided = Outcome(changes=(condition(ConditionType.SCHEDULED, False, "NoNodeFits", "m"),))
+    decision = conclude(
+        observed(job(), [pod(0), pod(1)], previous), progress(), decided, Phase.PENDING
+    )
+    assert decision.status["reason"] == "NoNodeFits"
+
+
+def test_an_elastic_job_that_trains_names_the_pod_that_cannot_start() -> None:
+    (stuck,) = running(2)
+    stuck["status"] = {
+        "phase": "Pending",
+        "containerStatuses": [
+            {"name": "trainer", "image": "i:2", "state": {"waiting": {"reason": "ErrImagePull"}}}
+        ],
+    }
+    seen = observed(elastic_job(3), [*running(0, 1), stuck], {"phase": "Running"})
+    decision = conclude(seen, progress(), Outcome(), Phase.RUNNING)
+    (cond_running,) = [c for c in decision.status["conditions"] if c["type"] == "Running"]
+    assert (cond_running["status"], cond_running["reason"]) == ("True", "PodsRunning")
+    assert cond_running["message"] == (
+        '2 pods running; pod job-2 (replica 2) container trainer: ErrImagePull (image "i:2")'
+    )

@@ -70,6 +70,7 @@ def crd() -> dict[str, Any]:
                         _column("World", ".status.worldSize", "integer", "Training processes."),
                         _column("GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."),
                         _column("Phase", ".status.phase", "string", "Job phase."),
+                        _column("Reason", ".status.reason", "string", "Why, in one word."),
                         _column("Restarts", ".status.restarts", "integer", "Failures retried."),
                         _column("Age", ".metadata.creationTimestamp", "date", "Since created."),
                     ],

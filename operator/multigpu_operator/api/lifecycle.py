@@ -152,7 +152,9 @@ class GangPolicy(ApiModel):
             "Wait: keep the pods and keep waiting (condition Scheduled says why). Fail: "
             "the job fails with reason GangTimeout. Requeue: the pods are deleted, "
             "freeing what they hold, and created again after requeueAfterSeconds (not "
-            "counted as a restart)."
+            "counted as a restart). A job that no node of the cluster can ever fit "
+            "(condition Scheduled, reason NoNodeFits) is not requeued: it fails with "
+            "NoNodeFits, unless onTimeout is Wait."
         ),
     )
     requeue_after_seconds: Int32 = Field(

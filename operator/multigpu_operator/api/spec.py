@@ -24,6 +24,7 @@ from multigpu_operator.api.limits import (
     MAX_PIPELINE_STAGES,
     MAX_REPLICAS,
 )
+from multigpu_operator.api.start import StartPolicy
 from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
 GROUP = "multigpu.dev"
@@ -198,6 +199,7 @@ class JobSpec(ApiModel):
     elastic: ElasticPolicy | None = None
     run_policy: RunPolicy = defaulted_object(RunPolicy)
     gang: GangPolicy = defaulted_object(GangPolicy)
+    start_policy: StartPolicy = defaulted_object(StartPolicy)
     # Suspended: the job keeps its status but has no pods (Kueue admits by unsuspending).
     suspend: bool = Field(
         False,

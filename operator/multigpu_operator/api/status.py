@@ -93,6 +93,15 @@ class JobStatus(ApiModel):
             "Failed are final. docs/lifecycle.md has the rules."
         ),
     )
+    reason: str | None = Field(
+        None,
+        description=(
+            "A short CamelCase reason for the current phase, like a Pod's status.reason "
+            "(e.g. ImagePullBackOff or NoNodeFits while Pending, the Failed condition's "
+            "reason once Failed); the condition it comes from has the message. Absent "
+            "when the phase needs no explaining (pods just created)."
+        ),
+    )
     conditions: list[Condition] | None = Field(
         None,
         description="Latest observations of the job's state, one per type.",
@@ -135,6 +144,13 @@ class JobStatus(ApiModel):
     )
     unscheduled_since: datetime | None = Field(
         None, description="Since when pods have been unschedulable (gang timer)."
+    )
+    cannot_start_since: datetime | None = Field(
+        None,
+        description=(
+            "Since when a container of the job has been failing to start (image pull, "
+            "missing ConfigMap or Secret key, creation errors): the startPolicy timer."
+        ),
     )
     below_min_since: datetime | None = Field(
         None, description="Elastic: since when fewer than minReplicas pods run."

@@ -75,7 +75,7 @@ class Kube:
         API_REQUESTS.labels("delete", "pods").inc()
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         # Conflict: the UID precondition failed, so the pod meant is gone.
-        with contextlib.suppress(NotFound, Conflict), _domain_errors():
+        with contextlib.suppress(NotFound, Conflict), domain_errors():
             await self.core.delete_namespaced_pod(name, namespace, body=body if uid else None)
 
     async def patch_job_status(
@@ -90,7 +90,7 @@ class Kube:
         body: dict[str, Any] = {"status": dict(patch)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        with _domain_errors():
+        with domain_errors():
             updated = await self.custom.patch_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
@@ -107,7 +107,7 @@ class Kube:
         """Delete a job (and, by garbage collection, its children); only that very object:
         a job re-created under the same name has another UID and is left alone."""
         API_REQUESTS.labels("delete", "multigpujobs").inc()
-        with contextlib.suppress(NotFound, Conflict), _domain_errors():
+        with contextlib.suppress(NotFound, Conflict), domain_errors():
             await self.custom.delete_namespaced_custom_object(
                 GROUP,
                 VERSION,
@@ -146,7 +146,7 @@ class Kube:
             },
         }
         try:
-            with _domain_errors():
+            with domain_errors():
                 await self.events.create_namespaced_event(meta["namespace"], body)
         except ClusterError as err:
             log.warning("could not post event %s on %s: %s", reason, meta["name"], err.message)
@@ -161,7 +161,7 @@ class Kube:
     ) -> tuple[list[dict[str, Any]], str]:
         """Pods matching `selector` (in one namespace or all), and the list's resourceVersion."""
         API_REQUESTS.labels("list", "pods").inc()
-        with _domain_errors():
+        with domain_errors():
             resp = await self._pod_list_call(
                 namespace, label_selector=selector, _preload_content=False
             )
@@ -177,7 +177,7 @@ class Kube:
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) for matching pods, from `resource_version`."""
         API_REQUESTS.labels("watch", "pods").inc()
-        with _domain_errors():
+        with domain_errors():
             resp = await self._pod_list_call(
                 namespace,
                 label_selector=selector,
@@ -188,21 +188,52 @@ class Kube:
                 _preload_content=False,
                 _request_timeout=timeout_seconds + 30,
             )
-        async with resp:
-            async for line in resp.content:
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    # A Status object; 410 (Gone) when the version is too old.
-                    status = event["object"]
-                    raise from_status(status.get("code"), status.get("message", "watch error"))
-                yield event
+        async for event in _watch_events(resp):
+            yield event
+
+    async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        """Every node, and the list's resourceVersion."""
+        API_REQUESTS.labels("list", "nodes").inc()
+        with domain_errors():
+            resp = await self.core.list_node(_preload_content=False)
+            data = json.loads(await resp.read())
+        return data["items"], data["metadata"]["resourceVersion"]
+
+    async def watch_nodes(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ({type, object}) of every node, from `resource_version`."""
+        API_REQUESTS.labels("watch", "nodes").inc()
+        with domain_errors():
+            resp = await self.core.list_node(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                _request_timeout=timeout_seconds + 30,
+            )
+        async for event in _watch_events(resp):
+            yield event
+
+
+async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a watch response, one JSON object a line, until the server ends it."""
+    async with resp:
+        async for line in resp.content:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event["type"] == "ERROR":
+                # A Status object; 410 (Gone) when the version is too old.
+                status = event["object"]
+                raise from_status(status.get("code"), status.get("message", "watch error"))
+            yield event
 
 
 async def _create(request: Awaitable[Any]) -> bool:
     try:
-        with _domain_errors():
+        with domain_errors():
             await request
     except Conflict:
         return False
@@ -210,7 +241,7 @@ async def _create(request: Awaitable[Any]) -> bool:
 
 
 @contextlib.contextmanager
-def _domain_errors() -> Iterator[None]:
+def domain_errors() -> Iterator[None]:
     """Raise the client's ApiException as the domain error for its status, with the API
     server's own message (the Status object's `message`), else the HTTP reason."""
     try:

@@ -53,7 +53,7 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
                 if k in meta
             },
         },
-        "spec": {"nodeName": pod.get("spec", {}).get("nodeName")},
+        "spec": {"nodeName": pod.get("spec", {}).get("nodeName"), **_scheduling(pod)},
         "status": {
             k: status[k]
             for k in (
@@ -69,6 +69,22 @@ def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
             if k in status
         },
     }
+
+
+def _scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the scheduler fits a pod by, as admission left it (LimitRange defaults, a
+    webhook's tolerations, a RuntimeClass's overhead): policy/fit.py reads it."""
+    spec = pod.get("spec") or {}
+    kept: dict[str, Any] = {
+        k: spec[k] for k in ("nodeSelector", "tolerations", "overhead") if k in spec
+    }
+    for key in ("initContainers", "containers"):
+        if key in spec:
+            kept[key] = [
+                {k: c[k] for k in ("name", "restartPolicy", "resources") if k in c}
+                for c in spec[key]
+            ]
+    return kept
 
 
 class PodInformer:

@@ -59,3 +59,14 @@ class Cluster(Protocol):
         """Watch events ({type, object}) of matching pods after `resource_version`, until
         the server ends the watch; raises Gone when that version is too old."""
         ...
+
+    async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
+        """Every node of the cluster, and the list's resourceVersion to watch from."""
+        ...
+
+    def watch_nodes(
+        self, resource_version: str, timeout_seconds: int = 300
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events ({type, object}) of every node after `resource_version`, until the
+        server ends the watch; raises Gone when that version is too old."""
+        ...

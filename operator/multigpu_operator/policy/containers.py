@@ -1,11 +1,20 @@
-"""Containers the kubelet cannot start, read from the pods' container states (pure).
+"""Containers the kubelet cannot start, read from the pods' container states, and
+spec.startPolicy (pure).
 
 A pod whose image cannot be pulled, whose ConfigMap key is missing or whose container
 keeps crashing stays Pending (or Running, restarting its container) with a reason only
-its container status tells: `waiting: {reason: ImagePullBackOff, message: ...}`. This
-step puts the first such problem of the current attempt on the job's Running condition,
-naming the pod, its replica index, the container, the image and the kubelet's message,
-and posts it as a Warning event when it is new.
+its container status tells: `waiting: {reason: ImagePullBackOff, message: ...}`. The
+kubelet retries most of these forever, so no pod ever fails of them. This step puts the
+worst such problem of the current attempt on the job's Running condition, naming the
+pod, its replica index, the container, the image and the kubelet's message, posts it as
+a Warning event when it is new, and applies spec.startPolicy: errors no retry can fix
+end the job at once, those the kubelet retries once they have lasted timeoutSeconds
+(status.cannotStartSince), and a container in CrashLoopBackOff (it did start; the
+kubelet restarts it) is waited for.
+
+An elastic job that trains (at least minReplicas pods run) is not held up by a pod that
+cannot start: its Running condition names the problem (policy/status.py) and the
+problem is posted once.
 """
 
 from __future__ import annotations
@@ -14,10 +23,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from multigpu_operator.api.start import StartTimeoutAction
 from multigpu_operator.api.status import ConditionType
-from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.conditions import ConditionChange, Event, condition
+from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.pods import count_pods, name_of, replica_index, waiting_containers
 from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.timestamps import parse_time, rfc3339
 
 # Waiting reasons of the kubelet and container runtime that mean "this container does not
 # start", as opposed to ContainerCreating / PodInitializing, which are progress.
@@ -27,6 +39,12 @@ IMAGE_PULL = frozenset(
 CONFIG = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
 CRASH_LOOP = "CrashLoopBackOff"
 NOT_STARTING = IMAGE_PULL | CONFIG | {CRASH_LOOP}
+# No retry can fix these: the image reference does not parse, or the pull policy forbids
+# pulling an image the node does not have. The kubelet does not even back off.
+UNFIXABLE = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+# The kubelet retries these with back-off; they may heal (a registry hiccup, a ConfigMap
+# created a moment later), so they fail the job only once they have lasted the timeout.
+RETRIED = NOT_STARTING - UNFIXABLE - {CRASH_LOOP}
 # The reason this step leaves on the Running condition once the problem is gone.
 STARTING = "PodsStarting"
 
@@ -47,31 +65,44 @@ class ContainerProblem:
         detail = f": {self.kubelet_message}" if self.kubelet_message else ""
         return f"pod {self.pod} (replica {self.replica}) {kind} {self.container}: {what}{detail}"
 
+    @property
+    def severity(self) -> int:
+        """0 for what no retry fixes, 1 for what the kubelet retries, 2 for a crash loop."""
+        return 0 if self.reason in UNFIXABLE else 1 if self.reason in RETRIED else 2
+
 
 def container_problems(pods: Iterable[Mapping[str, Any]]) -> list[ContainerProblem]:
     """Every container of `pods` that the kubelet reports as not starting, init containers
     first (they run first), in pod order."""
     found = []
     for pod in pods:
-        status = pod.get("status") or {}
-        if status.get("phase") in ("Succeeded", "Failed"):
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             continue
-        for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses")):
-            for cs in status.get(key) or []:
-                waiting = (cs.get("state") or {}).get("waiting") or {}
-                if waiting.get("reason") in NOT_STARTING:
-                    found.append(
-                        ContainerProblem(
-                            pod=name_of(pod),
-                            replica=replica_index(pod),
-                            container=str(cs.get("name", "?")),
-                            init=init,
-                            reason=str(waiting["reason"]),
-                            kubelet_message=str(waiting.get("message") or "").strip(),
-                            image=str(cs.get("image", "?")),
-                        )
+        for init, cs in waiting_containers(pod):
+            waiting = cs["state"]["waiting"]
+            if waiting.get("reason") in NOT_STARTING:
+                found.append(
+                    ContainerProblem(
+                        pod=name_of(pod),
+                        replica=replica_index(pod),
+                        container=str(cs.get("name", "?")),
+                        init=init,
+                        reason=str(waiting["reason"]),
+                        kubelet_message=str(waiting.get("message") or "").strip(),
+                        image=str(cs.get("image", "?")),
                     )
+                )
     return found
+
+
+def summary(problems: list[ContainerProblem]) -> str:
+    """The worst problem (what no retry fixes first, a crash loop last), and how many
+    more there are; "" if none."""
+    if not problems:
+        return ""
+    worst = min(problems, key=lambda p: p.severity)
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return worst.message() + more
 
 
 def container_states(seen: Observed, progress: Progress) -> Outcome:
@@ -84,14 +115,51 @@ def container_states(seen: Observed, progress: Progress) -> Outcome:
             msg = f"{running} of {len(seen.desired.pods)} pods running"
             return Outcome(changes=(condition(ConditionType.RUNNING, False, STARTING, msg),))
         return Outcome()
-    first = problems[0]
-    msg = first.message()
-    if len(problems) > 1:
-        msg += f" (and {len(problems) - 1} more)"
-    changes: list[Any] = [condition(ConditionType.RUNNING, False, first.reason, msg)]
-    if (previous.get("reason"), previous.get("message")) != (first.reason, msg):
-        changes.append(Event("Warning", first.reason, msg))
-    return Outcome(changes=tuple(changes))
+    worst = min(problems, key=lambda p: p.severity)
+    text = summary(problems)
+    policy = seen.job.spec.elastic
+    if seen.elastic and policy and count_pods(current).running >= policy.min_replicas:
+        # It trains: the Running condition carries the problem (policy/status.py).
+        new = text not in str(previous.get("message", ""))
+        return Outcome(changes=(Event("Warning", worst.reason, text),) if new else ())
+    return _start_policy(seen, worst, text, previous)
+
+
+def _start_policy(
+    seen: Observed, worst: ContainerProblem, text: str, previous: Mapping[str, Any]
+) -> Outcome:
+    """spec.startPolicy for a job held up by `worst` (and maybe more)."""
+    policy = seen.job.spec.start_policy
+    timeout = policy.timeout_seconds
+    failing = policy.on_timeout is StartTimeoutAction.FAIL
+    status: dict[str, Any] = {}
+    wake: tuple[float, ...] = ()
+    if worst.severity == 0:
+        if failing:
+            return fail(worst.reason, f"{text}; no retry can fix this")
+        note = "no retry can fix this; waiting (startPolicy.onTimeout Wait)"
+    elif worst.severity == 1:
+        since = parse_time(seen.previous.get("cannotStartSince")) or seen.now
+        waited = (seen.now - since).total_seconds()
+        status["cannotStartSince"] = rfc3339(since)
+        if not failing:
+            note = "waiting for it to heal (startPolicy.onTimeout Wait)"
+        elif waited >= timeout:
+            return fail(
+                worst.reason, f"{text}; still failing after startPolicy.timeoutSeconds ({timeout}s)"
+            )
+        else:
+            note = f"the job fails if this lasts startPolicy.timeoutSeconds ({timeout}s)"
+            wake = (timeout - waited,)
+    else:
+        note = "the kubelet keeps restarting it"
+    msg = f"{text}; {note}"
+    changes: list[ConditionChange | Event] = [
+        condition(ConditionType.RUNNING, False, worst.reason, msg)
+    ]
+    if (previous.get("reason"), previous.get("message")) != (worst.reason, msg):
+        changes.append(Event("Warning", worst.reason, msg))
+    return Outcome(status=status, changes=tuple(changes), wake_after=wake)
 
 
 def _previous_running(seen: Observed) -> Mapping[str, Any]:

@@ -38,6 +38,7 @@ def invalid_job(
     status = {
         **previous,
         "phase": str(Phase.FAILED),
+        "reason": reason,
         "conditions": conditions.as_list(),
         "observedGeneration": generation,
         "completionTime": rfc3339(now),

@@ -21,10 +21,13 @@ class Failure:
     # Ended by something outside the pod (its node lost, eviction, preemption): Kubernetes
     # marks such pods with a DisruptionTarget condition.
     disrupted: bool = False
+    # What the user can do about it, or what the kubelet said (an eviction's message).
+    detail: str = ""
 
     def message(self) -> str:
         code = f" with exit code {self.exit_code}" if self.exit_code is not None else ""
-        return f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}"
+        detail = f": {self.detail}" if self.detail else ""
+        return f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}{detail}"
 
     def as_status(self, attempt: int) -> dict[str, Any]:
         return {
@@ -53,8 +56,8 @@ def failures(pods: Sequence[Mapping[str, Any]]) -> list[Failure]:
     failed = [p for p in pods if p.get("status", {}).get("phase") == "Failed"]
 
     def finished(p: Mapping[str, Any]) -> str:
-        term = _terminated(p)
-        return str(term.get("finishedAt", "")) if term else ""
+        ended = _terminated(p)
+        return str(ended[1].get("finishedAt", "")) if ended else ""
 
     failed.sort(key=lambda p: (finished(p), name_of(p)))
     return [_failure(p) for p in failed]
@@ -63,28 +66,45 @@ def failures(pods: Sequence[Mapping[str, Any]]) -> list[Failure]:
 def _failure(pod: Mapping[str, Any]) -> Failure:
     replica = pod["metadata"].get("labels", {}).get(names.LABEL_REPLICA_INDEX, "?")
     uid = pod["metadata"].get("uid", "")
-    for cond in pod.get("status", {}).get("conditions", []) or []:
+    status = pod.get("status", {})
+    # The kubelet's own words on an eviction ("The node was low on resource: memory...").
+    kubelet_message = str(status.get("message") or "").strip()
+    for cond in status.get("conditions", []) or []:
         if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
             reason = f"disrupted ({cond.get('reason') or 'DisruptionTarget'})"
-            return Failure(name_of(pod), replica, None, reason, uid, disrupted=True)
-    term = _terminated(pod)
+            detail = str(cond.get("message") or "").strip() or kubelet_message
+            return Failure(name_of(pod), replica, None, reason, uid, True, detail)
+    if status.get("reason") == "Evicted":
+        # No exit code: the kubelet ended the pod, not the trainer.
+        return Failure(name_of(pod), replica, None, "Evicted", uid, detail=kubelet_message)
+    container, term = _terminated(pod) or ("", None)
+    reason = (term or {}).get("reason") or status.get("reason") or "Failed"
     return Failure(
         pod=name_of(pod),
         replica=replica,
         exit_code=int(term["exitCode"]) if term and "exitCode" in term else None,
-        reason=(term or {}).get("reason") or pod.get("status", {}).get("reason") or "Failed",
+        reason=reason,
         uid=uid,
+        detail=_OOM_ADVICE.format(container=container) if reason == OOM_KILLED else "",
     )
 
 
-def _terminated(pod: Mapping[str, Any]) -> dict[str, Any] | None:
-    """How the pod ended: the first container that is the trainer or exited non-zero, else
-    the first container."""
+OOM_KILLED = "OOMKilled"
+_OOM_ADVICE = (
+    "container {container} used more memory than its limit; raise its "
+    "resources.limits.memory in spec.template (a memory-backed /dev/shm, spec.shmSize, "
+    "counts against it too)"
+)
+
+
+def _terminated(pod: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """How the pod ended, and which container said so: the first container that is the
+    trainer or exited non-zero, else the first container."""
     statuses = pod.get("status", {}).get("containerStatuses", []) or []
     for cs in statuses:
         term = cs.get("state", {}).get("terminated")
         if term and (cs.get("name") == "trainer" or term.get("exitCode", 0) != 0):
-            return dict(term)
+            return str(cs.get("name", "?")), dict(term)
     if statuses and statuses[0].get("state", {}).get("terminated"):
-        return dict(statuses[0]["state"]["terminated"])
+        return str(statuses[0].get("name", "?")), dict(statuses[0]["state"]["terminated"])
     return None

@@ -1,5 +1,14 @@
 """Gang start under spec.gang (pure): are enough of an attempt's pods scheduled, and if
-not, why not, and for how long the job waits before onTimeout applies."""
+not, why not, and for how long the job waits before onTimeout applies.
+
+Unschedulable pods are either waiting for room (the cluster is busy) or can never run on
+any node of the cluster (policy/fit.py). The latter is said at once (Scheduled=False,
+reason NoNodeFits, and a Warning event), and at the timeout the job fails instead of
+being requeued, unless onTimeout is Wait: requeueing cannot make a node bigger. It is
+not failed at once, so that a node that fits may still join (a cluster autoscaler adding
+a bigger node); meanwhile such a job holds no GPUs, since its pods are all alike and none
+of them is placed.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +20,9 @@ from typing import Any
 
 from multigpu_operator.api.lifecycle import GangTimeoutAction
 from multigpu_operator.api.status import ConditionType, Phase
-from multigpu_operator.policy.conditions import condition
+from multigpu_operator.policy.conditions import ConditionChange, Event, condition
 from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.fit import never_fits
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 from multigpu_operator.policy.timestamps import parse_time, rfc3339
@@ -21,6 +31,8 @@ from multigpu_operator.policy.timestamps import parse_time, rfc3339
 SCHEDULING_GATED = "SchedulingGated"
 # The scheduler's reason when no node fits a pod now.
 UNSCHEDULABLE = "Unschedulable"
+# Ours when no node of the cluster could ever fit the job's pods.
+NO_NODE_FITS = "NoNodeFits"
 
 
 @dataclass(frozen=True)
@@ -67,28 +79,50 @@ def gang_start(seen: Observed, progress: Progress) -> Outcome:
             return Outcome()
         msg = f"{state.gated} pods held by a scheduling gate (waiting for admission)"
         return Outcome(changes=(condition(ConditionType.SCHEDULED, False, SCHEDULING_GATED, msg),))
-    return _unschedulable(seen, progress, state.shortage(needed))
+    # The job's pods are alike: the first the scheduler turned away stands for all. The
+    # pod as the API server holds it: admission may have added requests or tolerations.
+    # (state.unschedulable > 0 counted at least one such pod.)
+    stuck = next(
+        p
+        for p in current
+        if not p.get("spec", {}).get("nodeName")
+        and _pod_scheduled(p).get("reason") == UNSCHEDULABLE
+    )
+    return _unschedulable(seen, progress, state.shortage(needed), stuck)
 
 
-def _unschedulable(seen: Observed, progress: Progress, shortage: str) -> Outcome:
+def _unschedulable(
+    seen: Observed, progress: Progress, shortage: str, stuck: Mapping[str, Any]
+) -> Outcome:
     """The gang timer runs from status.unscheduledSince; then onTimeout applies."""
     gang = seen.job.spec.gang
     since = parse_time(seen.previous.get("unscheduledSince")) or seen.now
     waited = (seen.now - since).total_seconds()
+    never = never_fits(stuck, seen.nodes)
+    if never is not None:
+        shortage = f"{never.message()}; {shortage}"
     if waited < gang.timeout_seconds:
+        changes: tuple[ConditionChange | Event, ...]
+        if never is None:
+            changes = (condition(ConditionType.SCHEDULED, False, UNSCHEDULABLE, shortage),)
+        else:
+            changes = _never_fits(seen, shortage, gang.timeout_seconds)
         return Outcome(
             status={"unscheduledSince": rfc3339(since)},
-            changes=(condition(ConditionType.SCHEDULED, False, UNSCHEDULABLE, shortage),),
+            changes=changes,
             wake_after=(gang.timeout_seconds - waited,),
         )
     msg = f"after gang.timeoutSeconds ({gang.timeout_seconds}s) {shortage}"
+    if never is not None and gang.on_timeout is not GangTimeoutAction.WAIT:
+        return fail(NO_NODE_FITS, msg)
     if gang.on_timeout is GangTimeoutAction.FAIL:
         return fail("GangTimeout", msg)
     if gang.on_timeout is GangTimeoutAction.WAIT:
         still = f"{msg}; still waiting"
+        reason = "GangTimeout" if never is None else NO_NODE_FITS
         return Outcome(
             status={"unscheduledSince": rfc3339(since)},
-            changes=(condition(ConditionType.SCHEDULED, False, "GangTimeout", still),),
+            changes=(condition(ConditionType.SCHEDULED, False, reason, still),),
         )
     at = rfc3339(seen.now + timedelta(seconds=gang.requeue_after_seconds))
     released = f"{msg}; released its pods, retrying at {at}"
@@ -99,6 +133,22 @@ def _unschedulable(seen: Observed, progress: Progress, shortage: str) -> Outcome
         wake_after=(gang.requeue_after_seconds,),
         stop=Phase.PENDING,
     )
+
+
+def _never_fits(seen: Observed, why: str, timeout: int) -> tuple[ConditionChange | Event, ...]:
+    """Said at once, and posted as a Warning when first seen."""
+    if seen.job.spec.gang.on_timeout is GangTimeoutAction.WAIT:
+        then = "waiting for a node that fits (gang.onTimeout Wait)"
+    else:
+        then = f"the job fails after gang.timeoutSeconds ({timeout}s) unless a node that fits joins"
+    msg = f"{why}; {then}"
+    said = condition(ConditionType.SCHEDULED, False, NO_NODE_FITS, msg)
+    before = [
+        c for c in seen.previous.get("conditions", []) if c["type"] == ConditionType.SCHEDULED
+    ]
+    if before and before[0].get("reason") == NO_NODE_FITS:
+        return (said,)
+    return (said, Event("Warning", NO_NODE_FITS, msg))
 
 
 def scheduling(pods: Sequence[Mapping[str, Any]]) -> Scheduling:

@@ -54,9 +54,31 @@ class PodCounts:
         }
 
 
+def waiting_containers(pod: Mapping[str, Any]) -> list[tuple[bool, Mapping[str, Any]]]:
+    """(is an init container, its status) of every container of `pod` that waits: not
+    started yet, or restarting (CrashLoopBackOff)."""
+    status = pod.get("status") or {}
+    return [
+        (init, cs)
+        for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses"))
+        for cs in status.get(key) or []
+        if (cs.get("state") or {}).get("waiting") is not None
+    ]
+
+
+def phase_of_pod(pod: Mapping[str, Any]) -> str:
+    """The pod's phase as the job counts it: a Running pod with a container that waits
+    (a sidecar in CrashLoopBackOff, a container being restarted) is not running yet,
+    so it counts as Pending; a job never says its pods run while one of them does not."""
+    phase = str(pod.get("status", {}).get("phase") or "Pending")
+    if phase == "Running" and waiting_containers(pod):
+        return "Pending"
+    return phase
+
+
 def count_pods(pods: Sequence[Mapping[str, Any]]) -> PodCounts:
     """Pods being deleted are not counted: they are on their way out."""
-    phases = [p.get("status", {}).get("phase", "Pending") for p in pods if not being_deleted(p)]
+    phases = [phase_of_pod(p) for p in pods if not being_deleted(p)]
     return PodCounts(
         pending=sum(ph not in ("Running", "Succeeded", "Failed") for ph in phases),
         running=phases.count("Running"),

@@ -6,15 +6,30 @@ docs/lifecycle.md describes phases and conditions for users.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from multigpu_operator.api import names
 from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
+from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
+from multigpu_operator.policy.gang import NO_NODE_FITS
 from multigpu_operator.policy.pods import count_pods, name_of
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
 from multigpu_operator.policy.timestamps import rfc3339
 
 # Status fields that describe a wait in progress: dropped unless this pass re-sets them.
-_TRANSIENT = ("unscheduledSince", "belowMinSince", "requeueAt", "countedFailures")
+_TRANSIENT = (
+    "unscheduledSince",
+    "belowMinSince",
+    "requeueAt",
+    "countedFailures",
+    "cannotStartSince",
+)
+# Derived again by every pass from the conditions it leaves.
+_DERIVED = ("reason",)
+# Running=False reasons that say why a job that is not finished has not started.
+_HELD_UP = NOT_STARTING | {"BelowMinReplicas"}
 
 
 def phase_of(seen: Observed, progress: Progress) -> Phase:
@@ -39,9 +54,9 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     job, spec = seen.job, seen.job.spec
     current = seen.current(progress.attempt)
     running = count_pods(current).running
-    status = {k: v for k, v in seen.previous.items() if k not in _TRANSIENT}
+    status = {k: v for k, v in seen.previous.items() if k not in (*_TRANSIENT, *_DERIVED)}
     status.update(decided.status)
-    changes = [*decided.changes, *_phase_conditions(seen, phase, running)]
+    changes = [*decided.changes, *_phase_conditions(seen, progress, phase, running)]
     present = {name_of(p) for p in current}
     if all(name_of(p) in present for p in seen.desired.pods):
         status["createdAttempt"] = progress.attempt
@@ -53,6 +68,9 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
             changes.append(condition(ConditionType.CREATED, True, "PodsCreated", msg))
     conditions = Conditions(seen.previous, job.generation, rfc3339(seen.now))
     conditions.apply(changes)
+    reason = phase_reason(phase, conditions.as_list())
+    if reason:
+        status["reason"] = reason
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
     status.update(
@@ -79,7 +97,38 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     )
 
 
-def _phase_conditions(seen: Observed, phase: Phase, running: int) -> list[ConditionChange]:
+def phase_reason(phase: Phase, conditions: Sequence[Mapping[str, Any]]) -> str | None:
+    """status.reason: the reason of the condition that explains `phase`, like a Pod's
+    status.reason; None when nothing needs explaining (pods just created)."""
+    by_type = {c["type"]: c for c in conditions}
+
+    def reason(ctype: ConditionType, status: str = "True") -> str | None:
+        cond = by_type.get(ctype) or {}
+        return str(cond["reason"]) if cond.get("status") == status and cond.get("reason") else None
+
+    explained_by = {
+        Phase.FAILED: ConditionType.FAILED,
+        Phase.SUCCEEDED: ConditionType.SUCCEEDED,
+        Phase.SUSPENDED: ConditionType.SUSPENDED,
+        Phase.RUNNING: ConditionType.RUNNING,
+    }
+    if phase in explained_by:
+        return reason(explained_by[phase])
+    # Pending or Restarting: what holds the pods up, the most lasting cause first.
+    unscheduled = reason(ConditionType.SCHEDULED, "False")
+    held_up = reason(ConditionType.RUNNING, "False")
+    if unscheduled == NO_NODE_FITS:
+        return unscheduled
+    if held_up in _HELD_UP:
+        return held_up
+    if unscheduled:
+        return unscheduled
+    return reason(ConditionType.RESTARTING) if phase is Phase.RESTARTING else None
+
+
+def _phase_conditions(
+    seen: Observed, progress: Progress, phase: Phase, running: int
+) -> list[ConditionChange]:
     if phase is Phase.SUCCEEDED and seen.previous_phase is not Phase.SUCCEEDED:
         msg = (
             "training finished" if seen.elastic else f"all {len(seen.desired.pods)} pods succeeded"
@@ -90,6 +139,10 @@ def _phase_conditions(seen: Observed, phase: Phase, running: int) -> list[Condit
         ]
     if phase is Phase.RUNNING:
         msg = f"{running} pods running"
+        # Elastic: a job may train while some of its pods cannot start; say which.
+        problems = summary(container_problems(seen.current(progress.attempt)))
+        if problems:
+            msg += f"; {problems}"
         return [
             condition(ConditionType.RUNNING, True, "PodsRunning", msg),
             cleared(ConditionType.RESTARTING, "Recovered", msg),

@@ -33,6 +33,8 @@ class Observed:
     pods: tuple[Pod, ...]  # the job's pods as the cache has them, being deleted or not
     previous: Mapping[str, Any]  # the status written before this pass
     now: datetime
+    # The cluster's nodes, trimmed (cluster/nodes.py); empty when not known.
+    nodes: tuple[Mapping[str, Any], ...] = ()
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)

@@ -1,0 +1,176 @@
+"""Leader election: client-go's rules (leadership.py) and the elector's loop (election.py)
+against an in-memory Lease on looptime's fake clock, so a lease duration takes no time."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from multigpu_operator.cluster.errors import ClusterError, Conflict
+from multigpu_operator.election import LeaderElector
+from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
+
+T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+TIMINGS = LeaseTimings(lease_duration=10, renew_deadline=7, retry_period=2)
+HELD = LeaseRecord("a", 10, T0, T0, 3)
+
+
+@pytest.mark.parametrize(
+    ("record", "identity", "seen_since", "now", "allowed"),
+    [
+        pytest.param(None, "b", 0, 0, True, id="no-lease"),
+        pytest.param(replace(HELD, holder=""), "b", 0, 0, True, id="released"),
+        pytest.param(HELD, "a", 0, 0, True, id="own"),
+        pytest.param(HELD, "b", 0, 9.9, False, id="held-and-fresh"),
+        pytest.param(HELD, "b", 0, 10, True, id="not-renewed-for-its-duration"),
+        pytest.param(HELD, "b", 5, 14, False, id="measured-from-when-seen"),
+    ],
+)
+def test_may_take(
+    record: LeaseRecord | None, identity: str, seen_since: float, now: float, allowed: bool
+) -> None:
+    assert may_take(record, identity, seen_since, now) is allowed
+
+
+def test_taking_counts_transitions_and_renewing_keeps_the_acquire_time() -> None:
+    later = T0 + timedelta(seconds=4)
+    assert taken(None, "a", TIMINGS, T0) == LeaseRecord("a", 10, T0, T0, 0)
+    assert taken(HELD, "b", TIMINGS, later) == LeaseRecord("b", 10, later, later, 4)
+    assert taken(HELD, "a", TIMINGS, later) == replace(HELD, renew_time=later)
+    assert released(HELD, later) == replace(
+        HELD, holder="", lease_duration_seconds=1, renew_time=later
+    )
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [LeaseTimings(10, 10, 2), LeaseTimings(10, 7, 6), LeaseTimings(10, 7, 0)],
+    ids=["deadline-not-below-duration", "retry-too-slow", "no-retry"],
+)
+def test_timings_follow_client_go_constraints(timings: LeaseTimings) -> None:
+    with pytest.raises(ValueError, match="lease duration > renew deadline"):
+        timings.check()
+
+
+class MemoryLease:
+    """One Lease with resourceVersions, as the API server keeps it; `down` refuses calls."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.version = 0
+        self.down: set[str] = set()
+
+    def store(self, who: str) -> Store:
+        return Store(self, who)
+
+
+class Store:
+    def __init__(self, lease: MemoryLease, who: str) -> None:
+        self.lease, self.who = lease, who
+
+    async def read(self) -> tuple[LeaseRecord | None, str | None]:
+        if self.who in self.lease.down:
+            raise ClusterError("connection refused")
+        version = str(self.lease.version) if self.lease.record else None
+        return self.lease.record, version
+
+    async def write(self, record: LeaseRecord, resource_version: str | None) -> str:
+        if self.who in self.lease.down:
+            raise ClusterError("connection refused")
+        current = str(self.lease.version) if self.lease.record else None
+        if resource_version != current:
+            raise Conflict("the object has been modified", 409)
+        self.lease.record = record
+        self.lease.version += 1
+        return str(self.lease.version)
+
+
+def elector(lease: MemoryLease, who: str) -> LeaderElector:
+    loop = asyncio.get_running_loop()
+    zero = loop.time()
+    return LeaderElector(
+        lease.store(who),
+        who,
+        TIMINGS,
+        monotonic=loop.time,
+        now=lambda: T0 + timedelta(seconds=loop.time() - zero),
+    )
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_one_leads_and_a_standby_takes_over_after_the_lease_duration() -> None:
+    lease = MemoryLease()
+    a, b = elector(lease, "a"), elector(lease, "b")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    waiting = asyncio.create_task(b.acquire())
+    await asyncio.sleep(30)
+    assert a.leading
+    assert not b.leading
+    assert not waiting.done()
+    holding.cancel()  # "a" dies: no more renewals, no release
+    start = asyncio.get_running_loop().time()
+    await waiting
+    took = asyncio.get_running_loop().time() - start
+    assert b.leading
+    assert lease.record is not None
+    assert lease.record.holder == "b"
+    # From the last renewal b saw: at most the lease duration plus one retry period.
+    assert TIMINGS.lease_duration - TIMINGS.retry_period <= took <= 12
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_graceful_release_hands_over_at_the_next_try() -> None:
+    lease = MemoryLease()
+    a, b = elector(lease, "a"), elector(lease, "b")
+    await a.acquire()
+    waiting = asyncio.create_task(b.acquire())
+    await asyncio.sleep(5)
+    await a.release()
+    start = asyncio.get_running_loop().time()
+    await waiting
+    assert asyncio.get_running_loop().time() - start <= TIMINGS.retry_period
+    assert lease.record is not None
+    assert lease.record.transitions == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_cut_off_stops_before_anyone_else_may_start() -> None:
+    lease = MemoryLease()
+    a, b = elector(lease, "a"), elector(lease, "b")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await asyncio.sleep(3)
+    lease.down.add("a")  # a cannot reach the API server any more
+    cut = asyncio.get_running_loop().time()
+    waiting = asyncio.create_task(b.acquire())
+    await holding  # hold() returns: leadership lost
+    stopped = asyncio.get_running_loop().time()
+    assert not a.leading
+    await waiting
+    started = asyncio.get_running_loop().time()
+    assert stopped - cut <= TIMINGS.renew_deadline
+    assert stopped < started  # never two leaders
+    age = a.contact_age()
+    assert age is not None
+    assert age >= stopped - cut
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
+    lease = MemoryLease()
+    a = elector(lease, "a")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    assert lease.record is not None
+    lease.record = replace(lease.record, holder="intruder")
+    lease.version += 1
+    await asyncio.wait_for(holding, timeout=TIMINGS.retry_period + 0.1)
+    assert not a.leading
