@@ -463,6 +463,11 @@ BOUNDS: list[tuple[str, int, Callable[[int], dict[str, Any]]]] = [
         lambda n: spec(runPolicy={"ttlSecondsAfterFinished": n}),
     ),
     ("gang.timeoutSeconds", MAX_WAIT_SECONDS, lambda n: spec(gang={"timeoutSeconds": n})),
+    (
+        "startPolicy.timeoutSeconds",
+        MAX_WAIT_SECONDS,
+        lambda n: spec(startPolicy={"timeoutSeconds": n}),
+    ),
     ("gang.requeueAfterSeconds", MAX_WAIT_SECONDS, lambda n: spec(gang={"requeueAfterSeconds": n})),
     (
         "modelParallel.stages",

@@ -25,9 +25,9 @@ MAX_MICRO_BATCHES = 4096
 # Every retry replaces pods and reloads a checkpoint, minutes each: a job that failed a
 # thousand times is broken, not unlucky. runPolicy.backoffLimit, elastic.maxRestarts.
 MAX_RETRIES = 1000
-# Waiting longer than a week for pods is waiting forever, which gang.onTimeout and
-# elastic.onBelowMin `Wait` already say. gang.timeoutSeconds, gang.requeueAfterSeconds,
-# elastic.belowMinTimeoutSeconds.
+# Waiting longer than a week for pods is waiting forever, which gang.onTimeout,
+# startPolicy.onTimeout and elastic.onBelowMin `Wait` already say. gang.timeoutSeconds,
+# gang.requeueAfterSeconds, startPolicy.timeoutSeconds, elastic.belowMinTimeoutSeconds.
 MAX_WAIT_SECONDS = 7 * 24 * 3600
 # No training run plans further than a year ahead; leaving the field unset means no limit.
 # runPolicy.activeDeadlineSeconds, runPolicy.ttlSecondsAfterFinished.
