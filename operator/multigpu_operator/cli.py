@@ -1,16 +1,22 @@
 """The `mgj` command line.
 
-mgj render FILE [-n NAMESPACE]          print the objects the operator would create
-mgj run FILE --local [--cpu] [-n NS]    run the job's pods as processes on this machine
-mgj crd                                 print the MultiGPUJob CRD
+mgj render FILE|DIR [-n NAMESPACE]          print the objects the operator would create
+mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
+mgj crd                                     print the MultiGPUJob CRD
+
+FILE is a YAML or JSON file of one or more documents (- reads stdin); a directory stands
+for its .yaml, .yml and .json files in name order, as `kubectl apply -f DIR` reads it.
+Documents of other kinds are skipped, with a note saying so.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +33,19 @@ from multigpu_operator.policy.pods import with_attempt
 
 # The API server assigns a job's UID on creation; offline it is shown as this.
 PLACEHOLDER_UID = "uid-assigned-at-creation"
+# What `kubectl apply -f DIR` reads from a directory.
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def plan_documents(
-    documents: Iterator[Any], namespace: str, uid: str = PLACEHOLDER_UID
+    documents: Iterable[Any], namespace: str, uid: str = PLACEHOLDER_UID
 ) -> tuple[list[tuple[Job, DesiredState]], list[str]]:
     """Every MultiGPUJob in `documents`, checked as the API server would, and planned by
-    the operator's own planner; plus what is wrong with the others."""
+    the operator's own planner; plus what is wrong with the others, one line each."""
     planned: list[tuple[Job, DesiredState]] = []
     errors: list[str] = []
     for doc in documents:
-        if not isinstance(doc, Mapping) or doc.get("kind") != KIND:
+        if not _is_job(doc):
             continue
         name = doc.get("metadata", {}).get("name", "?")
         problems = validate_object(doc)
@@ -52,11 +60,11 @@ def plan_documents(
         try:
             planned.append((job, plan_job(job)))
         except PlanError as err:
-            errors.append(f"{name}: {err}")
+            errors += [f"{name}: {conflict}" for conflict in err.conflicts]
     return planned, errors
 
 
-def render(documents: Iterator[Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
+def render(documents: Iterable[Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Children of every MultiGPUJob in `documents`, through the operator's own planner."""
     planned, errors = plan_documents(documents, namespace)
     objects = [
@@ -67,32 +75,91 @@ def render(documents: Iterator[Any], namespace: str) -> tuple[list[dict[str, Any
     return objects, errors
 
 
-def run(file: Path, namespace: str, *, local: bool, cpu: bool) -> int:
-    """`mgj run`: the one MultiGPUJob in `file`, as processes on this machine."""
+@dataclass(frozen=True)
+class Manifests:
+    """The documents read from a file, a directory or stdin."""
+
+    jobs: list[Any]  # the MultiGPUJobs
+    skipped: list[str]  # one note per other document
+
+
+def read_manifests(path: Path) -> Manifests:
+    jobs: list[Any] = []
+    skipped: list[str] = []
+    for where, doc in _documents(path):
+        if _is_job(doc):
+            jobs.append(doc)
+        elif doc is not None:  # an empty document (a stray ---) is no document
+            skipped.append(f"skipped {where}: {_describe(doc)}, not a {KIND}")
+    return Manifests(jobs, skipped)
+
+
+class InvalidYaml(ValueError):
+    def __init__(self, source: str, error: yaml.YAMLError) -> None:
+        super().__init__(f"{source} is not valid YAML: {error}")
+
+
+def _documents(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, document) for every document of `path`."""
+    if str(path) == "-":
+        yield from _numbered("stdin", sys.stdin.read())
+    elif path.is_dir():
+        for file in sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES):
+            yield from _numbered(str(file), file.read_text())
+    else:
+        yield from _numbered(str(path), path.read_text())
+
+
+def _numbered(source: str, text: str) -> Iterator[tuple[str, Any]]:
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        raise InvalidYaml(source, err) from err
+    for number, doc in enumerate(documents, start=1):
+        yield f"{source} document {number}", doc
+
+
+def _is_job(doc: Any) -> bool:
+    return isinstance(doc, Mapping) and doc.get("kind") == KIND
+
+
+def _describe(doc: Any) -> str:
+    if not isinstance(doc, Mapping):
+        return f"a {type(doc).__name__}"
+    name = (doc.get("metadata") or {}).get("name")
+    kind = doc.get("kind") or "an object without a kind"
+    return f"{kind} {name!r}" if name else str(kind)
+
+
+def run(path: Path, namespace: str, *, local: bool, cpu: bool) -> int:
+    """`mgj run`: the one MultiGPUJob in `path`, as processes on this machine."""
     if not local:
         print(
             "error: mgj run needs --local for now: running on a cluster is not supported yet; "
-            f"submit the job with `kubectl apply -f {file}`",
+            f"submit the job with `kubectl apply -f {path}`",
             file=sys.stderr,
         )
         return 2
+    manifests = _read_and_note(path)
     # A fresh UID per run, as the API server would give: it is the rendezvous id.
-    planned, errors = plan_documents(_read_documents(file), namespace, f"local-{uuid.uuid4()}")
+    planned, errors = plan_documents(manifests.jobs, namespace, f"local-{uuid.uuid4()}")
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if errors:
         return 2
     if len(planned) != 1:
         found = f"{len(planned)} {KIND}s" if planned else f"no {KIND}"
-        print(f"error: {file} has {found}; mgj run runs exactly one", file=sys.stderr)
+        print(f"error: {path} has {found}; mgj run runs exactly one", file=sys.stderr)
         return 2
     job, desired = planned[0]
     return run_job(job, desired, cpu=cpu, out=sys.stdout, err=sys.stderr)
 
 
-def _read_documents(file: Path) -> Iterator[Any]:
-    text = sys.stdin.read() if str(file) == "-" else file.read_text()
-    return yaml.safe_load_all(text)
+def _read_and_note(path: Path) -> Manifests:
+    manifests = read_manifests(path)
+    for note in manifests.skipped:
+        print(f"note: {note}", file=sys.stderr)
+    return manifests
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"mgj {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     render_cmd = sub.add_parser("render", help="print the pods and Service a job would get")
-    render_cmd.add_argument("file", type=Path, help="a YAML file with MultiGPUJob(s); - for stdin")
+    render_cmd.add_argument(
+        "file", type=Path, help="a YAML file with MultiGPUJob(s), a directory of them, - for stdin"
+    )
     render_cmd.add_argument("-n", "--namespace", default="default")
     run_cmd = sub.add_parser("run", help="run a job's pods (--local: as processes here)")
     run_cmd.add_argument("file", type=Path, help="a YAML file with one MultiGPUJob; - for stdin")
@@ -115,29 +184,40 @@ def main(argv: list[str] | None = None) -> int:
     run_cmd.add_argument("-n", "--namespace", default="default")
     sub.add_parser("crd", help="print the MultiGPUJob CustomResourceDefinition")
     args = parser.parse_args(argv)
+    source = getattr(args, "file", None)
     try:
         return _dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`mgj crd | head`): stop quietly, with the status Python's
+        # documentation advises. Python flushes stdout once more on exit; point it at
+        # /dev/null so that cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as err:
-        print(f"error: {err.filename or args.file}: {err.strerror}", file=sys.stderr)
+        print(f"error: {err.filename or source}: {err.strerror}", file=sys.stderr)
         return 2
-    except yaml.YAMLError as err:
-        print(f"error: {args.file} is not valid YAML: {err}", file=sys.stderr)
+    except InvalidYaml as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
 
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "crd":
         yaml.safe_dump(crd(), sys.stdout, sort_keys=False)
+        sys.stdout.flush()
         return 0
     if args.command == "run":
         return run(args.file, args.namespace, local=args.local, cpu=args.cpu)
-    objects, errors = render(_read_documents(args.file), args.namespace)
+    manifests = _read_and_note(args.file)
+    objects, errors = render(manifests.jobs, args.namespace)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if objects:
         yaml.safe_dump_all(objects, sys.stdout, sort_keys=False)
+        sys.stdout.flush()
     if not objects and not errors:
-        print(f"error: no {KIND} in {args.file}", file=sys.stderr)
+        where = "stdin" if str(args.file) == "-" else args.file
+        print(f"error: no {KIND} in {where}", file=sys.stderr)
         return 1
     return 1 if errors else 0
 

@@ -147,6 +147,10 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
     clash["spec"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": "WORLD_SIZE", "value": "2"}
     ]
+    # A second conflict: both are reported at once.
+    clash["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 2}
+    }
     apply(installed_crd, namespace, clash)
 
     wait_for(lambda: job_phase(api_client, namespace, "clash") == "Failed", "job Failed")
@@ -157,6 +161,10 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
     )
     assert failed["reason"] == "InvalidSpec"
     assert "env[WORLD_SIZE]" in failed["message"]
+    assert (
+        "resources.limits[nvidia.com/gpu]: is 2, but spec.gpusPerReplica is 1"
+        in (failed["message"])
+    )
     assert not job_pods(core, namespace, "clash")
     assert any(
         e.get("reason") == "InvalidSpec"

@@ -26,7 +26,9 @@ TIMEOUT_S = 120
 def script_job(
     name: str, code: str, *, replicas: int = 2, gpus: int = 0, **pod_spec: Any
 ) -> dict[str, Any]:
-    """A job whose trainer runs `code` with `python -c`; launcher Script, env contract."""
+    """A job whose trainer runs `code` with `python -c`, one process per pod (launcher
+    Script); with several GPUs a pod runs one process per GPU, which needs a launcher
+    (Torchrun: the same variables; `code` only reads them)."""
     return {
         "apiVersion": "multigpu.dev/v1alpha1",
         "kind": "MultiGPUJob",
@@ -35,7 +37,7 @@ def script_job(
             "mode": "DistributedDataParallel",
             "replicas": replicas,
             "gpusPerReplica": gpus,
-            "launcher": "Script",
+            "launcher": "Script" if gpus <= 1 else "Torchrun",
             "template": {
                 "spec": {
                     **pod_spec,

@@ -3,6 +3,7 @@ charts/multigpu-operator/ci/alerts-test.yaml, which cover every alert."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,3 +77,13 @@ def test_the_unit_tests_notice_a_changed_threshold(tools: Tools, tmp_path: Path)
     result = run_alert_tests(tools, groups, tmp_path)
     assert result.returncode != 0
     assert "MultiGPUJobRestartingTooOften" in result.stdout + result.stderr
+
+
+def test_values_name_the_alerts_by_their_real_names() -> None:
+    # values.yaml says which alert each setting tunes; a renamed alert must not leave a
+    # stale name there.
+    template = (CHART / "templates/prometheusrule.yaml").read_text()
+    alerts = set(re.findall(r"- alert: (\w+)", template))
+    named = set(re.findall(r"\b(MultiGPU\w+)", (CHART / "values.yaml").read_text()))
+    assert alerts
+    assert named == alerts

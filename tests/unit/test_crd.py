@@ -7,6 +7,7 @@ the Python side is checked without a cluster.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +16,33 @@ import yaml
 
 from multigpu_operator.api.crd import crd, crd_yaml
 from multigpu_operator.api.gen import CRD_PATH
+from multigpu_operator.api.limits import (
+    MAX_GPUS_PER_REPLICA,
+    MAX_JOB_SECONDS,
+    MAX_MICRO_BATCHES,
+    MAX_PIPELINE_STAGES,
+    MAX_REPLICAS,
+    MAX_RETRIES,
+    MAX_WAIT_SECONDS,
+    MAX_WORLD_SIZE,
+)
 from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_ELASTIC_LAUNCHER,
     MSG_ELASTIC_MIN_MAX,
     MSG_ELASTIC_ONLY_FOR_ELASTIC,
-    MSG_ELASTIC_REPLICAS_RANGE,
     MSG_ELASTIC_REQUIRED,
     MSG_MODEL_PARALLEL_ONLY,
     MSG_MODEL_PARALLEL_STAGES,
     MSG_NAME_DNS1035,
     MSG_NAME_TOO_LONG,
+    MSG_REPLICAS_FIXED,
+    MSG_SCRIPT_ONE_PROCESS,
     NAME_RULES,
     SPEC_RULES,
 )
 from multigpu_operator.api.schema import spec_schema
+from multigpu_operator.api.server_checks import RULES_NOT_CHECKED
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, JobSpec, Mode
 from multigpu_operator.api.validation import validate, validate_object, with_defaults
 from support.spec_defaults import DEFAULT_MASTER_PORT
@@ -37,6 +50,7 @@ from support.spec_defaults import DEFAULT_MASTER_PORT
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
+ELASTIC = {"minReplicas": 1, "maxReplicas": 4}
 
 
 def spec(**fields: Any) -> dict[str, Any]:
@@ -218,7 +232,8 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.replicas in body should be greater than or equal to 1",
     ),
     ("replicas-str", spec(replicas="2"), "j", "spec.replicas in body must be of type integer"),
-    ("replicas-bool", spec(replicas=True), "j", "spec.replicas in body must be of type integer"),
+    # The API server names a non-number's type by the field's format.
+    ("replicas-bool", spec(replicas=True), "j", "spec.replicas in body must be of type int32"),
     (
         "gpus-neg",
         spec(gpusPerReplica=-1),
@@ -314,12 +329,33 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "j",
         MSG_ELASTIC_MIN_MAX,
     ),
-    ("elastic-replicas-above-max", elastic(replicas=5), "j", MSG_ELASTIC_REPLICAS_RANGE),
+    (
+        "elastic-replicas-above-max",
+        elastic(replicas=5),
+        "j",
+        "spec.replicas: Invalid value: spec.replicas is 5, outside spec.elastic.minReplicas.."
+        "maxReplicas (1..4) of this Elastic job (spec.replicas defaults to 1): set spec.replicas "
+        "inside that range, or scale the job within it",
+    ),
     (
         "elastic-default-replicas-below-min",
         spec(mode="Elastic", elastic={"minReplicas": 2, "maxReplicas": 4}),
         "j",
-        MSG_ELASTIC_REPLICAS_RANGE,
+        "spec.replicas is 1, outside spec.elastic.minReplicas..maxReplicas (2..4)",
+    ),
+    (
+        "script-ddp-two-gpus",
+        spec(launcher="Script", gpusPerReplica=2),
+        "j",
+        f"spec.launcher: Invalid value: {MSG_SCRIPT_ONE_PROCESS}",
+    ),
+    (
+        "script-model-parallel-across-pods",
+        spec(
+            mode="ModelParallel", launcher="Script", replicas=2, gpusPerReplica=4, modelParallel={}
+        ),
+        "j",
+        MSG_SCRIPT_ONE_PROCESS,
     ),
     ("elastic-script", elastic(launcher="Script"), "j", MSG_ELASTIC_LAUNCHER),
     (
@@ -351,21 +387,145 @@ def test_invalid(raw: dict[str, Any], name: str, expected: str) -> None:
 
 
 def test_every_rule_has_an_invalid_case() -> None:
+    # A rule with a messageExpression is tested by what it says (its first words); a
+    # transition rule by a real API server (tests/integration/test_api_validation.py).
+    offline = [r for r in (*SPEC_RULES, *NAME_RULES) if not r.transition]
     tested = {c[3] for c in INVALID}
-    assert {r.message for r in (*SPEC_RULES, *NAME_RULES)} <= tested
+    assert {r.message for r in offline if r.message_expression is None} <= tested
+    for rule in offline:
+        if rule.message_expression is not None:
+            opening = rule.message_expression.split("%")[0].strip("'")
+            assert any(opening in expected for expected in tested), opening
 
 
 def test_rule_messages_name_the_field() -> None:
     for rule in (*SPEC_RULES, *NAME_RULES):
         assert rule.message.startswith(("spec.", "metadata.")), rule.message
         assert rule.message in str(crd()), rule.message
+        if rule.message_expression is not None:
+            assert rule.message_expression.startswith(("'spec.", "'metadata.")), rule
+            assert rule.message_expression in str(crd()), rule
+
+
+def test_the_world_size_is_fixed_except_for_elastic() -> None:
+    (fixed,) = (r for r in SPEC_RULES if r.transition)
+    assert fixed.field_path == ".replicas"
+    assert fixed.message == MSG_REPLICAS_FIXED
+    # Checked by the API server on updates; a new job has no stored replicas to keep.
+    assert validate(spec(replicas=3)) == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        spec(launcher="Script", gpusPerReplica=1, replicas=4),
+        spec(launcher="Script", gpusPerReplica=0, replicas=2),
+        spec(mode="DataParallel", launcher="Script", gpusPerReplica=4),
+        spec(mode="ModelParallel", launcher="Script", gpusPerReplica=4),
+        spec(mode="ModelParallel", launcher="Script", replicas=2, gpusPerReplica=1),
+    ],
+    ids=["ddp-one-gpu", "ddp-cpu", "data-parallel", "model-parallel-one-pod", "mp-one-gpu"],
+)
+def test_script_runs_where_each_pod_runs_one_process(raw: dict[str, Any]) -> None:
+    assert validate(raw, "j") == []
+
+
+# Every bounded count and duration: (dotted path under spec, its maximum, a valid spec
+# around it).
+BOUNDS: list[tuple[str, int, Callable[[int], dict[str, Any]]]] = [
+    ("replicas", MAX_REPLICAS, lambda n: spec(replicas=n)),
+    ("gpusPerReplica", MAX_GPUS_PER_REPLICA, lambda n: spec(gpusPerReplica=n)),
+    (
+        "elastic.minReplicas",
+        MAX_REPLICAS,
+        lambda n: elastic(elastic={"minReplicas": n, "maxReplicas": n}, replicas=n),
+    ),
+    (
+        "elastic.maxReplicas",
+        MAX_REPLICAS,
+        lambda n: elastic(elastic={"minReplicas": 1, "maxReplicas": n}),
+    ),
+    ("elastic.maxRestarts", MAX_RETRIES, lambda n: elastic(elastic={**ELASTIC, "maxRestarts": n})),
+    (
+        "elastic.belowMinTimeoutSeconds",
+        MAX_WAIT_SECONDS,
+        lambda n: elastic(elastic={**ELASTIC, "belowMinTimeoutSeconds": n}),
+    ),
+    ("runPolicy.backoffLimit", MAX_RETRIES, lambda n: spec(runPolicy={"backoffLimit": n})),
+    (
+        "runPolicy.activeDeadlineSeconds",
+        MAX_JOB_SECONDS,
+        lambda n: spec(runPolicy={"activeDeadlineSeconds": n}),
+    ),
+    (
+        "runPolicy.ttlSecondsAfterFinished",
+        MAX_JOB_SECONDS,
+        lambda n: spec(runPolicy={"ttlSecondsAfterFinished": n}),
+    ),
+    ("gang.timeoutSeconds", MAX_WAIT_SECONDS, lambda n: spec(gang={"timeoutSeconds": n})),
+    (
+        "startPolicy.timeoutSeconds",
+        MAX_WAIT_SECONDS,
+        lambda n: spec(startPolicy={"timeoutSeconds": n}),
+    ),
+    ("gang.requeueAfterSeconds", MAX_WAIT_SECONDS, lambda n: spec(gang={"requeueAfterSeconds": n})),
+    (
+        "modelParallel.stages",
+        MAX_PIPELINE_STAGES,
+        lambda n: spec(mode="ModelParallel", modelParallel={"stages": n}),
+    ),
+    (
+        "modelParallel.microBatches",
+        MAX_MICRO_BATCHES,
+        lambda n: spec(mode="ModelParallel", modelParallel={"microBatches": n}),
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "most", "build"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_every_count_and_duration_has_a_maximum(
+    path: str, most: int, build: Callable[[int], dict[str, Any]]
+) -> None:
+    assert prop(path)["maximum"] == most
+    assert f"At most {most}" in prop(path)["description"]
+    assert validate(build(most), "j") == []
+    field = f"spec.{path}"
+    assert (
+        f"{field}: Invalid value: {most + 1}: {field} in body should be less than or equal to "
+        f"{most}"
+    ) in validate(build(most + 1), "j")
+
+
+def test_every_integer_of_the_spec_is_bounded() -> None:
+    def integers(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        if node.get("type") == "integer":
+            yield path, node
+        for key, sub in node.get("properties", {}).items():
+            yield from integers(sub, f"{path}.{key}".lstrip("."))
+        if isinstance(node.get("items"), dict):
+            yield from integers(node["items"], f"{path}[]")
+
+    found = dict(integers(spec_schema(), ""))
+    assert {p for p, node in found.items() if "maximum" not in node} == set()
+    assert {b[0] for b in BOUNDS} | {"masterPort", "runPolicy.retryableExitCodes[]"} == set(found)
+
+
+def test_the_largest_world_fits_the_status_int32() -> None:
+    assert MAX_WORLD_SIZE == MAX_REPLICAS * MAX_GPUS_PER_REPLICA < 2**31
+    biggest = JobSpec.model_validate(
+        spec(replicas=MAX_REPLICAS, gpusPerReplica=MAX_GPUS_PER_REPLICA)
+    )
+    assert biggest.world_size == MAX_WORLD_SIZE
 
 
 def test_cross_field_rules_wait_for_schema_errors_to_be_fixed() -> None:
     # As on the API server: rules that read replicas are not run on a non-integer one.
     assert validate(spec(mode="DataParallel", replicas="2")) == [
         'spec.replicas: Invalid value: "string": spec.replicas in body must be of type '
-        'integer: "string"'
+        'integer: "string"',
+        ".spec.replicas: Invalid value: 0: .spec.replicas accessor error: 2 is of the type "
+        "string, expected int64",
+        RULES_NOT_CHECKED,
     ]
 
 

@@ -13,6 +13,12 @@ from typing import Annotated
 from pydantic import Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64
+from multigpu_operator.api.limits import (
+    MAX_JOB_SECONDS,
+    MAX_REPLICAS,
+    MAX_RETRIES,
+    MAX_WAIT_SECONDS,
+)
 
 
 class RestartPolicy(enum.StrEnum):
@@ -69,6 +75,7 @@ class RunPolicy(ApiModel):
     backoff_limit: Int32 = Field(
         3,
         ge=0,
+        le=MAX_RETRIES,
         description=(
             "Retries allowed: the job makes at most backoffLimit + 1 attempts (Elastic: "
             "replaces failed pods at most backoffLimit times) and then fails with the last "
@@ -86,18 +93,21 @@ class RunPolicy(ApiModel):
     active_deadline_seconds: Int64 | None = Field(
         None,
         ge=1,
+        le=MAX_JOB_SECONDS,
         description=(
             "Seconds the job may run, counted from its start (or its last resume); then it "
             "fails with reason DeadlineExceeded and its running pods are stopped. Unset: "
-            "no limit."
+            "no limit; set, up to 366 days."
         ),
     )
     ttl_seconds_after_finished: Int64 | None = Field(
         None,
         ge=0,
+        le=MAX_JOB_SECONDS,
         description=(
             "Seconds after the job Succeeded or Failed when the operator deletes it (and, "
-            "through garbage collection, its pods and Service). Unset: kept."
+            "through garbage collection, its pods and Service). Unset: kept; set, up to 366 "
+            "days."
         ),
     )
     clean_pod_policy: CleanPodPolicy = Field(
@@ -130,7 +140,11 @@ class GangPolicy(ApiModel):
     timeout_seconds: Int32 = Field(
         300,
         ge=1,
-        description="How long the pods may stay unscheduled before onTimeout applies.",
+        le=MAX_WAIT_SECONDS,
+        description=(
+            "How long the pods may stay unscheduled before onTimeout applies: up to a week; "
+            "onTimeout Wait waits forever."
+        ),
     )
     on_timeout: GangTimeoutAction = Field(
         GangTimeoutAction.REQUEUE,
@@ -146,8 +160,10 @@ class GangPolicy(ApiModel):
     requeue_after_seconds: Int32 = Field(
         60,
         ge=0,
+        le=MAX_WAIT_SECONDS,
         description=(
-            "With onTimeout Requeue: how long the job waits without pods before trying again."
+            "With onTimeout Requeue: how long the job waits without pods before trying "
+            "again (up to a week)."
         ),
     )
 
@@ -162,6 +178,7 @@ class ElasticPolicy(ApiModel):
 
     min_replicas: Int32 = Field(
         ge=1,
+        le=MAX_REPLICAS,
         description=(
             "Fewest pods the job trains with; rendezvous waits for at least this many "
             "(torchrun --nnodes min). Must not exceed maxReplicas."
@@ -169,6 +186,7 @@ class ElasticPolicy(ApiModel):
     )
     max_replicas: Int32 = Field(
         ge=1,
+        le=MAX_REPLICAS,
         description=(
             "Most pods the job may scale to (torchrun --nnodes max). spec.replicas may not "
             "exceed it."
@@ -177,6 +195,7 @@ class ElasticPolicy(ApiModel):
     max_restarts: Int32 = Field(
         3,
         ge=0,
+        le=MAX_RETRIES,
         description=(
             "How many times torchrun restarts the worker group after a failure or a "
             "membership change that loses a pod (torchrun --max-restarts); a pod joining "
@@ -186,9 +205,11 @@ class ElasticPolicy(ApiModel):
     below_min_timeout_seconds: Int32 = Field(
         300,
         ge=0,
+        le=MAX_WAIT_SECONDS,
         description=(
             "How long the job may run with fewer than minReplicas pods running (a node "
-            "lost, a pod replaced) before onBelowMin applies."
+            "lost, a pod replaced) before onBelowMin applies: up to a week; onBelowMin "
+            "Wait waits forever."
         ),
     )
     on_below_min: BelowMinAction = Field(

@@ -8,7 +8,8 @@ differs:
   A field that may be null says so with `Nullable` (OpenAPI's `nullable: true`);
 - a default of None or of an empty list is Python's "unset" and not written: the API
   server stores no such value. Every other default is the server's, and the field's
-  description ends with "Default X." so that the text never disagrees with the value;
+  description ends with "Default X." (and a maximum with "At most X.") so that the text
+  never disagrees with the value;
 - a model's docstring is its description; no titles; whitespace in descriptions is
   collapsed, so docstrings can be wrapped;
 - CEL rules (api/rules.py) are attached to the objects they are given for.
@@ -104,6 +105,8 @@ def _structural(node: Schema, defs: Mapping[str, Schema]) -> Schema:
         out[key] = value
     if "default" in out and out.get("type") in _DESCRIBED_DEFAULTS:
         out["description"] = f"{out.get('description', '')} Default {out['default']}.".lstrip()
+    if "maximum" in out:
+        out["description"] = f"{out.get('description', '')} At most {out['maximum']}.".lstrip()
     return out
 
 

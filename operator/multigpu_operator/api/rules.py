@@ -2,7 +2,11 @@
 
 api/schema.py attaches them to the objects they belong to in the CRD, where the API
 server evaluates them; `validate()` (api/validation.py) evaluates the same strings
-offline with a CEL library, so both report the same message.
+offline with a CEL library, so both report the same message. A message that states the
+values it is about is a CEL expression too (messageExpression), with a fixed message
+beside it for when that expression cannot be evaluated. Transition rules (those that
+read `oldSelf`, the stored object) guard updates only; offline validation checks new
+objects and skips them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,31 @@ MSG_ELASTIC_REPLICAS_RANGE = (
     f"spec.mode is Elastic (spec.replicas defaults to {_DEFAULT_REPLICAS}): set spec.replicas "
     "inside that range, or scale the job within it"
 )
+# The same, with the numbers: "spec.replicas is 5, outside ... (1..4) ...". (The strings
+# library's format(): the API server's cost estimate refuses string(int) concatenations.)
+MSG_EXPR_ELASTIC_REPLICAS_RANGE = (
+    "'spec.replicas is %d, outside spec.elastic.minReplicas..maxReplicas (%d..%d) of this "
+    f"Elastic job (spec.replicas defaults to {_DEFAULT_REPLICAS}): set spec.replicas inside that "
+    "range, or scale the job within it'.format([self.replicas, self.elastic.minReplicas, "
+    "self.elastic.maxReplicas])"
+)
+MSG_REPLICAS_FIXED = (
+    "spec.replicas cannot change unless spec.mode is Elastic: the world size (WORLD_SIZE) of a "
+    "DistributedDataParallel, DataParallel or ModelParallel job is fixed when it starts; delete "
+    "and re-create the job to change it, or use spec.mode Elastic"
+)
+# The same, with the mode and the numbers.
+MSG_EXPR_REPLICAS_FIXED = (
+    "'spec.replicas cannot change from %d to %d when spec.mode is %s: the world size "
+    "(WORLD_SIZE) is fixed when the job starts; delete and re-create the job to change it, or "
+    "use spec.mode Elastic'.format([oldSelf.replicas, self.replicas, self.mode])"
+)
+MSG_SCRIPT_ONE_PROCESS = (
+    "spec.launcher Script starts one process per pod, but with spec.gpusPerReplica above 1 "
+    "each pod of a DistributedDataParallel job (or of a ModelParallel job across pods) runs one "
+    "process per GPU: set spec.launcher to Torchrun, which starts them, or use one GPU per "
+    "replica (spec.gpusPerReplica: 1) and more replicas"
+)
 MSG_ELASTIC_LAUNCHER = (
     "spec.launcher must be Torchrun when spec.mode is Elastic: elastic training needs "
     "torchrun's rendezvous; remove spec.launcher or set it to Torchrun"
@@ -62,16 +91,27 @@ MSG_NAME_DNS1035 = (
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule as CEL: `self` is the object it is attached to, after defaulting. The API
-    server evaluates it, and offline validation evaluates the very same string."""
+    """One rule as CEL: `self` is the object it is attached to, after defaulting (and
+    `oldSelf` the stored one, for a transition rule). The API server evaluates it, and
+    offline validation evaluates the very same string."""
 
     cel: str
     message: str
     field_path: str | None = None
+    # CEL giving the message with the values it is about; `message` stays the fallback.
+    message_expression: str | None = None
+
+    @property
+    def transition(self) -> bool:
+        """Whether the rule compares with the stored object: the API server checks it on
+        updates (kubectl patch, scale, apply) only."""
+        return "oldSelf" in self.cel
 
     def validation(self) -> dict[str, str]:
         """The rule as an entry of x-kubernetes-validations."""
         out: dict[str, str] = {"rule": self.cel, "message": self.message}
+        if self.message_expression:
+            out["messageExpression"] = self.message_expression
         if self.field_path:
             out["fieldPath"] = self.field_path
         return out
@@ -79,6 +119,7 @@ class Rule:
 
 _ELASTIC = f"'{Mode.ELASTIC}'"
 _MP = f"'{Mode.MODEL_PARALLEL}'"
+_DP = f"'{Mode.DATA_PARALLEL}'"
 
 # Attached to spec. CEL runs after defaulting, so replicas, gpusPerReplica and launcher are
 # always present; the optional objects are guarded with has().
@@ -110,11 +151,31 @@ SPEC_RULES: tuple[Rule, ...] = (
             "self.replicas <= self.elastic.maxReplicas)"
         ),
         message=MSG_ELASTIC_REPLICAS_RANGE,
+        message_expression=MSG_EXPR_ELASTIC_REPLICAS_RANGE,
+        field_path=".replicas",
+    ),
+    # `kubectl scale` of a fixed world would otherwise look like a lost pod (scaling up)
+    # or be ignored (scaling down) while the pods keep the old WORLD_SIZE.
+    Rule(
+        cel=f"self.mode == {_ELASTIC} || self.replicas == oldSelf.replicas",
+        message=MSG_REPLICAS_FIXED,
+        message_expression=MSG_EXPR_REPLICAS_FIXED,
         field_path=".replicas",
     ),
     Rule(
         cel=f"self.mode != {_ELASTIC} || self.launcher == '{Launcher.TORCHRUN}'",
         message=MSG_ELASTIC_LAUNCHER,
+        field_path=".launcher",
+    ),
+    # A plain script is one process; one process per GPU needs a launcher (plan/env.py
+    # sets no RANK for it). Elastic has its own rule above.
+    Rule(
+        cel=(
+            f"self.launcher != '{Launcher.SCRIPT}' || self.gpusPerReplica <= 1 || "
+            f"self.mode == {_DP} || self.mode == {_ELASTIC} || "
+            f"(self.mode == {_MP} && self.replicas == 1)"
+        ),
+        message=MSG_SCRIPT_ONE_PROCESS,
         field_path=".launcher",
     ),
     Rule(

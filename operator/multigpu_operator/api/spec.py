@@ -18,6 +18,12 @@ from pydantic import Field, field_validator, model_validator
 
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
+from multigpu_operator.api.limits import (
+    MAX_GPUS_PER_REPLICA,
+    MAX_MICRO_BATCHES,
+    MAX_PIPELINE_STAGES,
+    MAX_REPLICAS,
+)
 from multigpu_operator.api.start import StartPolicy
 from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
@@ -71,18 +77,22 @@ class ModelParallelPolicy(ApiModel):
     stages: Int32 | None = Field(
         None,
         ge=1,
+        le=MAX_PIPELINE_STAGES,
         description=(
             "Number of pipeline stages. With several replicas it must equal "
             "replicas x max(gpusPerReplica, 1), one stage per process; omit it to get that. "
-            "With replicas 1 it defaults to the pod's GPU count."
+            "With replicas 1 it defaults to the pod's GPU count. A stage holds at least one "
+            "layer, which bounds it."
         ),
     )
     micro_batches: Int32 = Field(
         4,
         ge=1,
+        le=MAX_MICRO_BATCHES,
         description=(
             "Micro-batches each batch is split into to keep all stages busy. More "
-            "micro-batches shrink the pipeline bubble but make each one smaller."
+            "micro-batches shrink the pipeline bubble but make each one smaller; each holds "
+            "at least one sample."
         ),
     )
     schedule: PipelineSchedule = Field(
@@ -113,21 +123,25 @@ class JobSpec(ApiModel):
     replicas: Int32 = Field(
         1,
         ge=1,
+        le=MAX_REPLICAS,
         description=(
             "Number of pods. DataParallel requires 1. For Elastic it is the desired pod "
             "count, driven by the scale subresource (kubectl scale, HPA) and kept within "
             "spec.elastic.minReplicas..maxReplicas; the other modes form a fixed world of "
-            "this many pods."
+            "this many pods, which cannot change once the job exists. Bounded by the "
+            "largest tested Kubernetes cluster, 5,000 nodes, with one pod per node."
         ),
     )
     gpus_per_replica: Int32 = Field(
         1,
         ge=0,
+        le=MAX_GPUS_PER_REPLICA,
         description=(
             "GPUs each pod asks for (a limit on gpuResource). 0 trains on CPU with the gloo "
             "backend and hides the node's GPUs. Each GPU gets its own process "
             "(LOCAL_RANK), except for DataParallel and for ModelParallel with replicas 1, "
-            "where one process drives all of the pod's GPUs."
+            "where one process drives all of the pod's GPUs. Bounded by the most devices a "
+            "node has (8 GPUs of 7 MIG instances each)."
         ),
     )
     gpu_resource: str = Field(
@@ -156,8 +170,10 @@ class JobSpec(ApiModel):
             "Elastic, PET_RDZV_*, and torchrun spawns one process per GPU. Script: the "
             "container runs a plain script calling "
             'init_process_group(init_method="env://") with RANK, WORLD_SIZE, LOCAL_RANK, '
-            "MASTER_ADDR and MASTER_PORT set; with several GPUs per pod the script must "
-            "start one process per GPU itself. Elastic requires Torchrun."
+            "MASTER_ADDR and MASTER_PORT set, one process per pod; so it is refused where a "
+            "pod runs several processes (DistributedDataParallel, or ModelParallel across "
+            "pods, with gpusPerReplica above 1): use Torchrun there, or one GPU per replica. "
+            "Elastic requires Torchrun."
         ),
     )
     master_port: Int32 = Field(

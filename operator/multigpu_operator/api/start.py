@@ -13,6 +13,7 @@ import enum
 from pydantic import Field
 
 from multigpu_operator.api.base import ApiModel, Int32
+from multigpu_operator.api.limits import MAX_WAIT_SECONDS
 
 
 class StartTimeoutAction(enum.StrEnum):
@@ -34,9 +35,11 @@ class StartPolicy(ApiModel):
     timeout_seconds: Int32 = Field(
         300,
         ge=0,
+        le=MAX_WAIT_SECONDS,
         description=(
             "How long a container may keep failing to start (image pull back-off, missing "
-            "ConfigMap or Secret key, creation errors) before onTimeout applies."
+            "ConfigMap or Secret key, creation errors) before onTimeout applies: up to a "
+            "week; onTimeout Wait waits forever."
         ),
     )
     on_timeout: StartTimeoutAction = Field(

@@ -1,16 +1,22 @@
 """Offline validation and defaulting of a MultiGPUJob: the API server's checks, without one.
 
 `mgj render` and the controller use it so that a spec the API server would reject fails
-before anything is applied. Everything is read from the generated schema
-(api/schema.py), as the API server reads the CRD:
-- defaulting: nulls in non-nullable fields are dropped, then defaults filled in, top
-  down (a defaulted object gets its own fields' defaults);
-- the schema is checked by openapi-schema-validator (OpenAPI 3.0, which has `nullable`),
-  with kubectl's strict field validation: a field the schema does not know is an error;
-- the CEL rules (x-kubernetes-validations) are evaluated by cel-python on the defaulted
-  object, only once the schema holds, as their guards assume the declared types.
-The libraries' errors are put in the API server's words by one table, `SERVER_WORDING`, so
-that `mgj render` and `kubectl apply` tell users the same thing.
+before anything is applied, with the very lines the server would answer. Everything is
+read from the generated schema (api/schema.py), as the API server reads the CRD, in the
+server's order:
+- kubectl's strict field validation: a field the schema does not know is an error, and
+  then the only one (the server refuses such a request before validating it);
+- defaulting: nulls in non-nullable fields and map values are dropped, then defaults
+  filled in, top down (a defaulted object gets its own fields' defaults);
+- the schema, by jsonschema's walker with the API server's own keywords
+  (api/server_checks.py: types as Go decodes JSON, formats, bounds, sets), and the scale
+  subresource's check of spec.replicas;
+- the CEL rules (x-kubernetes-validations), evaluated by cel-python on the defaulted
+  object unless an error above blocks them (a wrong type, a missing field, an unsupported
+  value), as the server does. Transition rules, which compare with a stored object, are
+  for updates and not checked here.
+`tests/integration/test_generated_specs.py` holds thousands of generated specs against a
+real API server to keep every line the same.
 """
 
 from __future__ import annotations
@@ -18,55 +24,46 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import celpy
-from celpy.adapter import json_to_cel
+from celpy import celtypes
 from celpy.evaluation import CELEvalError
 from jsonschema import ValidationError, validators
 from jsonschema.protocols import Validator
 from openapi_schema_validator import OAS30Validator
 
+from multigpu_operator.api import go_values, server_checks
 from multigpu_operator.api.openapi import Schema
 from multigpu_operator.api.schema import root_schema
+from multigpu_operator.api.server_checks import SERVER_WORDING
 
-_UNKNOWN_FIELD = "unknownField"
-# The API server's wording of each kind of error (k8s.io/apimachinery field.Error).
-SERVER_WORDING = {
-    "type": '{path}: Invalid value: "{got}": {path} in body must be of type {want}: "{got}"',
-    "enum": "{path}: Unsupported value: {value}: supported values: {supported}",
-    "minimum": (
-        "{path}: Invalid value: {value}: {path} in body should be greater than or equal to {want}"
-    ),
-    "maximum": (
-        "{path}: Invalid value: {value}: {path} in body should be less than or equal to {want}"
-    ),
-    "minLength": (
-        "{path}: Invalid value: {value}: {path} in body should be at least {want} chars long"
-    ),
-    "pattern": "{path}: Invalid value: {value}: {path} in body should match '{want}'",
-    "minItems": "{path}: Invalid value: {count}: {path} in body should have at least {want} items",
-    "required": "{path}: Required value",
-    _UNKNOWN_FIELD: 'unknown field "{path}"',
-}
+__all__ = ["SERVER_WORDING", "validate", "validate_object", "with_defaults"]
 
 
 def validate(spec: Mapping[str, Any], name: str | None = None) -> list[str]:
-    """Every reason the API server would reject `spec` (and `name`, when given); [] if none.
-
-    Cross-field rules run only on a spec that the schema accepts; fix the schema errors
-    first and they are checked too.
-    """
+    """Every line of the API server's answer to creating a job with `spec` (and `name`,
+    when given); [] if it would be accepted."""
     checks = _checks()
     job = _plain({"spec": spec})
+    unknown = sorted(server_checks.unknown_fields(checks.root, job))
+    if unknown:
+        return [server_checks.unknown_field_line(path) for path in unknown]
     _run(checks.defaults.iter_errors(job))
-    errors = _messages(checks.schema.iter_errors(job))
-    if not errors:
-        errors += [e.message for e in checks.spec_rules.iter_errors(job["spec"])]
+    found = list(checks.schema.iter_errors(job))
+    errors = server_checks.name_errors(name) if name is not None else []
+    errors += [server_checks.line(e) for e in found]
+    errors += server_checks.scale_errors(job["spec"])
+    if server_checks.NAME_REQUIRED in errors or any(
+        e.validator in server_checks.BLOCKING for e in found
+    ):
+        return [*errors, server_checks.RULES_NOT_CHECKED]
+    errors += [_rule_line(e, "spec") for e in checks.spec_rules.iter_errors(job["spec"])]
     if name is not None:
         obj = {"metadata": {"name": name}, **job}
-        errors += [e.message for e in checks.root_rules.iter_errors(obj)]
+        errors += [_rule_line(e, "") for e in checks.root_rules.iter_errors(obj)]
     return errors
 
 
@@ -82,14 +79,15 @@ def validate_object(obj: Mapping[str, Any]) -> list[str]:
 def with_defaults(schema: Schema, value: Any) -> Any:
     """`value` with the schema's defaults filled in, as the API server stores it.
 
-    A null in a non-nullable field counts as absent (the server prunes it, then defaults).
+    A null in a non-nullable field counts as absent (the server prunes it, then defaults);
+    numbers read back as the server writes them (2.0 is 2).
     """
     out = _plain(value)
     _run(_Defaulter(schema).iter_errors(out))
-    return out
+    return _as_stored(out)
 
 
-# --- the API server's behaviour, as keywords of the validation library ----------------
+# --- defaulting, as keywords of the validation library ---------------------------------
 
 _OPENAPI = OAS30Validator.VALIDATORS
 # The keywords that lead from an object to its fields, list items and map values.
@@ -100,7 +98,7 @@ def _default_properties(
     validator: Validator, properties: Schema, instance: Any, schema: Schema
 ) -> Iterator[ValidationError]:
     """`properties`, after pruning nulls and filling in defaults as the API server does."""
-    if validator.is_type(instance, "object"):
+    if isinstance(instance, dict):
         for key, sub in properties.items():
             if key in instance and instance[key] is None and not sub.get("nullable"):
                 del instance[key]
@@ -109,47 +107,24 @@ def _default_properties(
     yield from _DESCEND["properties"](validator, properties, instance, schema)
 
 
-def _properties_known(
-    validator: Validator, properties: Schema, instance: Any, schema: Schema
+def _prune_null_values(
+    validator: Validator, values: Any, instance: Any, schema: Schema
 ) -> Iterator[ValidationError]:
-    """`properties`, and kubectl's strict field validation: fields the schema does not
-    know are errors, unless it keeps unknown fields or is a map."""
-    yield from _DESCEND["properties"](validator, properties, instance, schema)
-    keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or (
-        "additionalProperties" in schema
-    )
-    if validator.is_type(instance, "object") and not keeps_unknown:
-        for key in instance:
-            if key not in properties:
-                yield ValidationError("unknown field", validator=_UNKNOWN_FIELD, path=[key])
+    """`additionalProperties`, after pruning null map values as the API server does."""
+    if isinstance(instance, dict) and isinstance(values, dict) and not values.get("nullable"):
+        for key in [k for k, v in instance.items() if v is None]:
+            del instance[key]
+    yield from _DESCEND["additionalProperties"](validator, values, instance, schema)
 
 
-def _required(
-    validator: Validator, required: list[str], instance: Any, schema: Schema
-) -> Iterator[ValidationError]:
-    """`required`, with the missing field in the error's path (the server names it)."""
-    if validator.is_type(instance, "object"):
-        for key in required:
-            if key not in instance:
-                yield ValidationError(f"{key!r} is a required property", path=[key])
-
-
-def _cel_rules(
-    validator: Validator, rules: list[dict[str, str]], instance: Any, schema: Schema
-) -> Iterator[ValidationError]:
-    """x-kubernetes-validations: each rule's CEL, with `self` the object it is on."""
-    activation = {"self": json_to_cel(instance)}
-    for rule in rules:
-        if not _holds(rule["rule"], activation):
-            yield ValidationError(rule["message"])
-
-
-def _holds(rule: str, activation: dict[str, Any]) -> bool:
-    try:
-        result = _program(rule).evaluate(activation)
-    except CELEvalError:
-        return False  # the API server rejects an object its rule cannot evaluate
-    return not isinstance(result, CELEvalError) and bool(result)
+def _as_stored(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _as_stored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_stored(v) for v in value]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return go_values.stored_number(value)
+    return value
 
 
 def _validator_class(keywords: Mapping[str, Any]) -> Any:
@@ -163,30 +138,57 @@ def _validator_class(keywords: Mapping[str, Any]) -> Any:
 
 
 # Walks the schema, defaulting on the way.
-_Defaulter = _validator_class({**_DESCEND, "properties": _default_properties})
-# OpenAPI 3.0 validation with the API server's strict fields and required fields.
-_SchemaChecker = _validator_class(
-    {**_OPENAPI, "properties": _properties_known, "required": _required}
+_Defaulter = _validator_class(
+    {
+        **_DESCEND,
+        "properties": _default_properties,
+        "additionalProperties": _prune_null_values,
+    }
 )
+# The API server's schema checks.
+_SchemaChecker = _validator_class({**_DESCEND, **server_checks.KEYWORDS})
+
+
+def _cel_rules(
+    validator: Validator, rules: list[dict[str, str]], instance: Any, schema: Schema
+) -> Iterator[ValidationError]:
+    """x-kubernetes-validations: each rule's CEL, with `self` the object it is on; an
+    error's message is the end of the server's line, its path the object's."""
+    activation = {"self": _cel_value(instance, schema)}
+    for rule in rules:
+        if "oldSelf" in rule["rule"]:
+            continue  # a transition rule: updates only
+        result = _evaluate(rule["rule"], activation)
+        if isinstance(result, CELEvalError):
+            text = f"{_error_text(result)} evaluating rule: {rule['message']}"
+            yield ValidationError(f'Invalid value: "object": {text}', validator_value="")
+        elif not result:
+            # Without a fieldPath the server names the object and its type.
+            field = rule.get("fieldPath", "")
+            value = "" if field else '"object": '
+            message = f"Invalid value: {value}{_message(rule, activation)}"
+            yield ValidationError(message, validator_value=field)
+
+
+def _rule_line(error: ValidationError, root: str) -> str:
+    """`<object path><fieldPath>: <message>`, the object's path below `root`."""
+    path = ".".join(p for p in (root, server_checks.field_path(error.absolute_path)) if p)
+    field = (path + str(error.validator_value)).lstrip(".")
+    return f"{field}: {error.message}"
+
+
 # Walks the schema, evaluating the CEL rules on the way.
 _RuleChecker = _validator_class({**_DESCEND, "x-kubernetes-validations": _cel_rules})
-_CEL = celpy.Environment()
-
-
-@functools.cache
-def _program(rule: str) -> celpy.Runner:
-    """A rule compiled once per process (compiling costs far more than evaluating)."""
-    return _CEL.program(_CEL.compile(rule))
 
 
 class _Checks:
     """The generated schema's checkers, built once: validation runs per job generation."""
 
     def __init__(self, root: Schema) -> None:
-        spec = root["properties"]["spec"]
+        self.root = root
         self.defaults: Validator = _Defaulter(root)
         self.schema: Validator = _SchemaChecker(root)
-        self.spec_rules: Validator = _RuleChecker(spec)
+        self.spec_rules: Validator = _RuleChecker(root["properties"]["spec"])
         # The root object's own rules, not again those of its spec.
         self.root_rules: Validator = _RuleChecker(
             {k: v for k, v in root.items() if k != "properties"}
@@ -198,47 +200,102 @@ def _checks() -> _Checks:
     return _Checks(root_schema())
 
 
-# --- from the library's errors to the API server's messages ---------------------------
+# --- CEL, as the API server evaluates it -----------------------------------------------
+
+_CEL = celpy.Environment()
+# The API server's words for evaluation errors.
+_INVALID_DATA = "invalid data, expected int, got float64"
+_OVERFLOW = "integer overflow"
 
 
-def _messages(errors: Iterator[ValidationError]) -> list[str]:
-    found = list(errors)
-    # As on the API server, a value of the wrong type gets that one error only.
-    mistyped = {tuple(e.absolute_path) for e in found if e.validator == "type"}
-    lines = [
-        _line(e) for e in found if e.validator == "type" or tuple(e.absolute_path) not in mistyped
-    ]
-    return list(dict.fromkeys(lines))
+def _message(rule: Mapping[str, str], activation: dict[str, Any]) -> str:
+    """The rule's messageExpression, or its message where that gives nothing usable."""
+    expression = rule.get("messageExpression")
+    if expression:
+        text = _evaluate(expression, activation)
+        if isinstance(text, str) and text.strip() and "\n" not in text:
+            return str(text)
+    return rule["message"]
 
 
-def _line(error: ValidationError) -> str:
-    path = _path(error.absolute_path)
-    wording = SERVER_WORDING.get(str(error.validator))
-    value = error.instance
-    if wording is None:  # a keyword without the server's wording: the library's message
-        return f"{path}: Invalid value: {json.dumps(value)}: {error.message}"
-    want = error.validator_value
-    return wording.format(
-        path=path,
-        value=json.dumps(value),
-        got=_json_type(value),
-        want=want,
-        supported=", ".join(json.dumps(v) for v in want) if isinstance(want, list) else "",
-        count=len(value) if isinstance(value, list) else "",
-    )
+def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
+    try:
+        return _program(expression).evaluate(activation)
+    except CELEvalError as error:
+        return error
 
 
-def _path(parts: Any) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
+def _error_text(error: CELEvalError) -> str:
+    """The API server's words for an evaluation error. cel-python wraps an error met by
+    an operator (`a && b` of two errors) in its own, so the cause is looked for inside."""
+    found = repr(error.args)
+    if _INVALID_DATA in found:
+        return _INVALID_DATA
+    if "overflow" in found:
+        return _OVERFLOW
+    return str(error.args[0]) if error.args else "error"
 
 
-def _json_type(value: Any) -> str:
-    names = {bool: "boolean", int: "integer", float: "number", str: "string"}
-    names |= {list: "array", dict: "object", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
+def _format(template: celtypes.StringType, args: celtypes.ListType) -> Any:
+    """The strings library's `'...'.format([...])`, for the verbs our messages use: %d (an
+    integer), %s (a string or an integer) and %%."""
+    pieces = re.split(r"(%.)", str(template))
+    values = iter(args)
+    out = []
+    for piece in pieces:
+        if piece == "%%":
+            out.append("%")
+        elif piece in ("%d", "%s"):
+            value = next(values, None)
+            if not isinstance(value, (celtypes.IntType, celtypes.StringType)) or (
+                piece == "%d" and not isinstance(value, celtypes.IntType)
+            ):
+                return CELEvalError(f"format: {piece} of {type(value).__name__}")
+            out.append(str(value))
+        elif piece.startswith("%") and len(piece) == 2:
+            return CELEvalError(f"format: {piece} is not supported offline")
+        else:
+            out.append(piece)
+    return celtypes.StringType("".join(out))
+
+
+@functools.cache
+def _program(rule: str) -> celpy.Runner:
+    """A rule compiled once per process (compiling costs far more than evaluating)."""
+    return _CEL.program(_CEL.compile(rule), functions={"format": _format})
+
+
+def _cel_value(value: Any, schema: Schema | None) -> Any:
+    """A JSON value as the API server's CEL sees it, by its schema: an integer field
+    holding a float (2.0 passes the schema) is an error when a rule reads it."""
+    schema = schema or {}
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        values = schema.get("additionalProperties")
+        return celtypes.MapType(
+            {
+                celtypes.StringType(k): _cel_value(
+                    v, properties.get(k, values if isinstance(values, dict) else None)
+                )
+                for k, v in value.items()
+            }
+        )
+    if isinstance(value, list):
+        return celtypes.ListType([_cel_value(v, schema.get("items")) for v in value])
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if value is None:
+        return None
+    if go_values.go_kind(value) == "int64":
+        return celtypes.IntType(value)
+    if schema.get("type") == "integer":
+        return CELEvalError(_INVALID_DATA)
+    return celtypes.DoubleType(float(value))
+
+
+# --- helpers ---------------------------------------------------------------------------
 
 
 def _plain(value: Any) -> Any:

@@ -10,15 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from multigpu_operator.api import names
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.plan import env
-from multigpu_operator.plan.errors import PlanError
+from multigpu_operator.plan.errors import Conflict, Conflicts, PlanError
 from multigpu_operator.plan.modes import ModeLayout, data_parallel, ddp, elastic, model_parallel
 from multigpu_operator.plan.pod import build_pod
 from multigpu_operator.plan.service import build_service
 
-__all__ = ["DesiredState", "PlanError", "plan_job"]
+__all__ = ["Conflict", "DesiredState", "PlanError", "plan_job"]
 
 _MODES: Mapping[Mode, Callable[[Job, int], ModeLayout]] = {
     Mode.DATA_PARALLEL: data_parallel.layout,
@@ -26,9 +25,6 @@ _MODES: Mapping[Mode, Callable[[Job, int], ModeLayout]] = {
     Mode.MODEL_PARALLEL: model_parallel.layout,
     Mode.ELASTIC: elastic.layout,
 }
-
-# Pod hostnames are DNS labels.
-_DNS_LABEL_MAX = 63
 
 
 @dataclass(frozen=True)
@@ -40,16 +36,20 @@ class DesiredState:
 
 def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """The Service and pods `job` should have; `replicas` overrides spec.replicas
-    (an elastic job being scaled). Raises PlanError naming the field to fix.
+    (an elastic job being scaled). Raises PlanError naming every field to fix.
 
-    `job` must be a valid MultiGPUJob (api/validation.py: what the API server checks);
-    the planner checks only what that validation cannot see: the pod template against
-    what the operator sets (plan/pod.py), the pod names, and the `replicas` override.
+    `job` must be a valid MultiGPUJob (api/validation.py: what the API server checks,
+    bounds and name rules included, so every pod name is a DNS label); the planner checks
+    only what that validation cannot see: the pod template against what the operator
+    sets (plan/pod.py) and the `replicas` override.
     """
     n = job.spec.replicas if replicas is None else _check_override(job, replicas)
-    _check_pod_names(job, n)
     layout = _MODES[job.spec.mode](job, n)
-    pods = tuple(build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]]) for i in range(n))
+    conflicts = Conflicts()
+    pods = tuple(
+        build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]], conflicts) for i in range(n)
+    )
+    conflicts.raise_any()
     return DesiredState(service=build_service(job), pods=pods, world_size=layout.world_size)
 
 
@@ -64,9 +64,3 @@ def _check_override(job: Job, replicas: int) -> int:
             f"is {replicas}, outside spec.elastic [{policy.min_replicas}, {policy.max_replicas}]",
         )
     return replicas
-
-
-def _check_pod_names(job: Job, replicas: int) -> None:
-    # The name rules leave room for a 5-digit index; spec.replicas has no maximum.
-    if len(names.pod_name(job.ref.name, replicas - 1)) > _DNS_LABEL_MAX:
-        raise PlanError("spec.replicas", f"is {replicas}: pod hostnames would exceed 63 characters")

@@ -1,8 +1,9 @@
 """One pod of a job, built from the user's pod template.
 
 The user's template is kept: anything the operator does not set passes through
-unchanged. Where the operator must set a field the user also set to something else,
-the result is a PlanError naming that field, never a silent override.
+unchanged. Where the operator must set a field the user also set to something else, the
+result is a conflict naming that field, never a silent override. Conflicts are collected
+(`Conflicts`), not raised at the first: the planner raises one PlanError with all of them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from multigpu_operator.api import names
 from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.template import trainer_index
 from multigpu_operator.plan.env import EnvVar
-from multigpu_operator.plan.errors import PlanError
+from multigpu_operator.plan.errors import Conflicts
 from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
 
 TEMPLATE = "spec.template"
@@ -30,27 +31,29 @@ RESTART_POLICY = "Never"
 ENV_DOC = "docs/env-contract.md"
 
 
-def build_pod(job: Job, index: int, env: Sequence[EnvVar]) -> dict[str, Any]:
-    """Pod `index` of `job`; `env` goes first on the training container."""
+def build_pod(job: Job, index: int, env: Sequence[EnvVar], conflicts: Conflicts) -> dict[str, Any]:
+    """Pod `index` of `job`; `env` goes first on the training container. What conflicts
+    with the template is added to `conflicts` (the pod is then not to be used)."""
     spec = job.spec
     template = copy.deepcopy(dict(spec.template))
     name = names.pod_name(job.ref.name, index)
-    user_metadata = _mapping(template.get("metadata"), f"{TEMPLATE}.metadata")
-    metadata = _metadata(job, index, name, user_metadata)
+    user_metadata = _mapping(template.get("metadata"), f"{TEMPLATE}.metadata", conflicts)
+    metadata = _metadata(job, index, name, user_metadata, conflicts)
     path = f"{TEMPLATE}.spec"
-    pod_spec = _mapping(template.get("spec"), path)
+    pod_spec = _mapping(template.get("spec"), path, conflicts)
 
-    _set(pod_spec, "hostname", name, f"{path}.hostname", "each pod's stable DNS name")
+    _set(pod_spec, "hostname", name, f"{path}.hostname", "each pod's stable DNS name", conflicts)
     _set(
         pod_spec,
         "subdomain",
         names.service_name(job.ref.name),
         f"{path}.subdomain",
         "the job's headless Service",
+        conflicts,
     )
     restart = pod_spec.get("restartPolicy")
     if restart not in (None, RESTART_POLICY):
-        raise PlanError(
+        conflicts.add(
             f"{path}.restartPolicy",
             f"is {restart!r}, but must be {RESTART_POLICY!r}: the operator replaces failed pods "
             "itself; remove it",
@@ -59,59 +62,69 @@ def build_pod(job: Job, index: int, env: Sequence[EnvVar]) -> dict[str, Any]:
     # One variable set per Service in the namespace otherwise; many jobs make that huge.
     pod_spec.setdefault("enableServiceLinks", False)
 
-    containers = _list(pod_spec.get("containers"), f"{path}.containers")
+    containers = _list(pod_spec.get("containers"), f"{path}.containers", conflicts)
+    if not containers:  # the API server requires one; nothing to train in otherwise
+        conflicts.add(f"{path}.containers", "must list the training container")
+        conflicts.raise_any()
     trainer = trainer_index(containers)
     container = containers[trainer]
     cpath = f"{path}.containers[{container.get('name') or trainer}]"
-    _add_env(container, env, cpath)
-    _gpu_resources(container, spec, cpath)
+    _add_env(container, env, cpath, conflicts)
+    _gpu_resources(container, spec, cpath, conflicts)
     if spec.uses_gpus:
-        _tolerate_gpus(pod_spec, path)
+        _tolerate_gpus(pod_spec, path, conflicts)
     if spec.gpu_product is not None:
-        selector = _mapping(pod_spec.get("nodeSelector"), f"{path}.nodeSelector")
+        selector = _mapping(pod_spec.get("nodeSelector"), f"{path}.nodeSelector", conflicts)
         _set(
             selector,
             GPU_PRODUCT_LABEL,
             spec.gpu_product,
             f"{path}.nodeSelector[{GPU_PRODUCT_LABEL}]",
             "from spec.gpuProduct",
+            conflicts,
         )
         pod_spec["nodeSelector"] = selector
     if spec.shm_size is not None:
-        _add_shm(pod_spec, container, spec.shm_size, path, cpath)
+        _add_shm(pod_spec, container, spec.shm_size, path, cpath, conflicts)
     containers[trainer] = container
     pod_spec["containers"] = containers
 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
 
 
-def _metadata(job: Job, index: int, name: str, user: dict[str, Any]) -> dict[str, Any]:
+def _metadata(
+    job: Job, index: int, name: str, user: dict[str, Any], conflicts: Conflicts
+) -> dict[str, Any]:
     path = f"{TEMPLATE}.metadata"
     for key in ("name", "generateName", "namespace", "ownerReferences"):
         if user.get(key):
-            raise PlanError(f"{path}.{key}", "is set by the operator for each pod; remove it")
-    labels = {str(k): v for k, v in _mapping(user.get("labels"), f"{path}.labels").items()}
+            conflicts.add(f"{path}.{key}", "is set by the operator for each pod; remove it")
+    labels = {
+        str(k): v for k, v in _mapping(user.get("labels"), f"{path}.labels", conflicts).items()
+    }
     queue_labels, queue_annotations = kueue_pod_group(job, job.spec.replicas)
     ours = {**job_labels(job), **queue_labels, names.LABEL_REPLICA_INDEX: str(index)}
     for key, val in ours.items():
-        _set(labels, key, val, f"{path}.labels[{key}]", "the operator's own label")
+        _set(labels, key, val, f"{path}.labels[{key}]", "the operator's own label", conflicts)
     metadata: dict[str, Any] = {"name": name, "namespace": job.ref.namespace, "labels": labels}
     for key, val in user.items():
         if key not in metadata and key not in ("generateName", "ownerReferences"):
             metadata[key] = val
     if queue_annotations:
-        annotations = _mapping(user.get("annotations"), f"{path}.annotations")
+        annotations = _mapping(user.get("annotations"), f"{path}.annotations", conflicts)
         metadata["annotations"] = {**annotations, **queue_annotations}
     metadata["ownerReferences"] = owner_references(job)
     return metadata
 
 
-def _add_env(container: dict[str, Any], env: Sequence[EnvVar], cpath: str) -> None:
-    user_env = _list(container.get("env"), f"{cpath}.env")
+def _add_env(
+    container: dict[str, Any], env: Sequence[EnvVar], cpath: str, conflicts: Conflicts
+) -> None:
+    user_env = _list(container.get("env"), f"{cpath}.env", conflicts)
     user_names = {str(var.get("name")) for var in user_env}
     for var in env:
         if var["name"] in user_names:
-            raise PlanError(
+            conflicts.add(
                 f"{cpath}.env[{var['name']}]",
                 f"is set by the operator (see {ENV_DOC}); remove it",
             )
@@ -120,14 +133,16 @@ def _add_env(container: dict[str, Any], env: Sequence[EnvVar], cpath: str) -> No
     container["env"] = [*copy.deepcopy(list(env)), *user_env]
 
 
-def _gpu_resources(container: dict[str, Any], spec: JobSpec, cpath: str) -> None:
+def _gpu_resources(
+    container: dict[str, Any], spec: JobSpec, cpath: str, conflicts: Conflicts
+) -> None:
     resource = spec.gpu_resource
     want = str(spec.gpus_per_replica)
-    resources = _mapping(container.get("resources"), f"{cpath}.resources")
+    resources = _mapping(container.get("resources"), f"{cpath}.resources", conflicts)
     for kind in ("limits", "requests"):
-        section = _mapping(resources.get(kind), f"{cpath}.resources.{kind}")
+        section = _mapping(resources.get(kind), f"{cpath}.resources.{kind}", conflicts)
         if resource in section and str(section[resource]) != want:
-            raise PlanError(
+            conflicts.add(
                 f"{cpath}.resources.{kind}[{resource}]",
                 f"is {section[resource]!r}, but spec.gpusPerReplica is {spec.gpus_per_replica}; "
                 "remove it (the operator sets it from spec.gpusPerReplica)",
@@ -141,8 +156,8 @@ def _gpu_resources(container: dict[str, Any], spec: JobSpec, cpath: str) -> None
         container["resources"] = resources
 
 
-def _tolerate_gpus(pod_spec: dict[str, Any], path: str) -> None:
-    tolerations = _list(pod_spec.get("tolerations"), f"{path}.tolerations")
+def _tolerate_gpus(pod_spec: dict[str, Any], path: str, conflicts: Conflicts) -> None:
+    tolerations = _list(pod_spec.get("tolerations"), f"{path}.tolerations", conflicts)
     if not any(_tolerates_gpu_taint(t) for t in tolerations):
         tolerations.append(dict(GPU_TOLERATION))
     pod_spec["tolerations"] = tolerations
@@ -158,17 +173,22 @@ def _tolerates_gpu_taint(toleration: Mapping[str, Any]) -> bool:
 
 
 def _add_shm(
-    pod_spec: dict[str, Any], container: dict[str, Any], size: str, path: str, cpath: str
+    pod_spec: dict[str, Any],
+    container: dict[str, Any],
+    size: str,
+    path: str,
+    cpath: str,
+    conflicts: Conflicts,
 ) -> None:
-    volumes = _list(pod_spec.get("volumes"), f"{path}.volumes")
+    volumes = _list(pod_spec.get("volumes"), f"{path}.volumes", conflicts)
     if any(v.get("name") == SHM_VOLUME for v in volumes):
-        raise PlanError(
+        conflicts.add(
             f"{path}.volumes[{SHM_VOLUME}]", "is a name the operator uses for /dev/shm; rename it"
         )
-    mounts = _list(container.get("volumeMounts"), f"{cpath}.volumeMounts")
+    mounts = _list(container.get("volumeMounts"), f"{cpath}.volumeMounts", conflicts)
     for mount in mounts:
         if str(mount.get("mountPath", "")).rstrip("/") == SHM_PATH:
-            raise PlanError(
+            conflicts.add(
                 f"{cpath}.volumeMounts[{SHM_PATH}]",
                 f"the operator mounts /dev/shm ({size}, from spec.shmSize); remove this mount "
                 'or set spec.shmSize to "0" to keep it',
@@ -180,26 +200,33 @@ def _add_shm(
     container["volumeMounts"] = mounts
 
 
-def _set(obj: dict[str, Any], key: str, value: Any, field: str, why: str) -> None:
+def _set(
+    obj: dict[str, Any], key: str, value: Any, field: str, why: str, conflicts: Conflicts
+) -> None:
     """Set `key`, unless the user set it to something else."""
     if key in obj and obj[key] != value:
-        raise PlanError(
+        conflicts.add(
             field, f"is {obj[key]!r}, but the operator sets it to {value!r} ({why}); remove it"
         )
     obj[key] = value
 
 
-def _mapping(obj: object, field: str) -> dict[str, Any]:
+def _mapping(obj: object, field: str, conflicts: Conflicts) -> dict[str, Any]:
+    """`obj` as an object; anything else is a conflict, and planning goes on with {}."""
     if obj is None:
         return {}
     if not isinstance(obj, Mapping):
-        raise PlanError(field, f"must be an object, not {type(obj).__name__}")
+        conflicts.add(field, f"must be an object, not {type(obj).__name__}")
+        return {}
     return dict(obj)
 
 
-def _list(obj: object, field: str) -> list[dict[str, Any]]:
+def _list(obj: object, field: str, conflicts: Conflicts) -> list[dict[str, Any]]:
+    """`obj` as a list of objects; anything else is a conflict, and planning goes on
+    without it."""
     if obj is None:
         return []
     if not isinstance(obj, list):
-        raise PlanError(field, f"must be a list, not {type(obj).__name__}")
-    return [_mapping(item, f"{field}[{i}]") for i, item in enumerate(obj)]
+        conflicts.add(field, f"must be a list, not {type(obj).__name__}")
+        return []
+    return [_mapping(item, f"{field}[{i}]", conflicts) for i, item in enumerate(obj)]
