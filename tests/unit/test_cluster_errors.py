@@ -1,7 +1,7 @@
 """The API server's answers become the controller's domain errors in one place
 (cluster/errors.py, cluster/api.py), and a refused pod names the field to fix
 (cluster/admission.py). The wordings are the real server's (v1.36), checked against it
-in tests/integration/test_operator_faults.py."""
+in tests/integration/test_operator_answers.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Every Event the operator posts is within the API's limits (cluster/events.py): the
 API server refuses (422) a note over 1024 bytes, a reason or action over 128 characters,
-a name over 253. tests/integration/test_operator_faults.py posts the longest ones to a
-real API server."""
+a name over 253. tests/integration/test_operator_answers.py posts a long note to a real
+API server."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 cluster and its fake clock: a job gone (404), its namespace being deleted, a Service
 deleted by hand, pods refused by admission or a full quota, a status refused. None of
 them is an error: no traceback, nothing counted in mgj_reconcile_errors_total, no retry
-every 2 s forever. tests/integration/test_operator_faults.py: the same on a real API
+every 2 s forever. tests/integration/test_operator_answers.py: the same on a real API
 server."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Admission plugins answer 403 with a sentence, not a field path ('pods "x" is forbidden:
 no PriorityClass with name y was found'). The job's condition names the field to fix
 beside that sentence; the phrases below are those of the upstream plugins
-(tests/integration/test_operator_faults.py checks them against a real API server).
+(tests/integration/test_operator_answers.py checks them against a real API server).
 """
 
 from __future__ import annotations
