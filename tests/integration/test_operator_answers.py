@@ -5,6 +5,7 @@ fake cluster: tests/unit/test_controller_faults.py."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -158,6 +159,33 @@ def test_events_stay_within_the_apis_limits(operator: OperatorProcess, jobs: Job
     assert posted[0]["reason"] == "InvalidPodTemplate"
     assert len(posted[0]["note"].encode()) <= 1024
     assert failed["message"].startswith(posted[0]["note"].removesuffix("..."))
+    assert_calm(operator)
+
+
+def test_jobs_deleted_while_they_are_reconciled_leave_nothing_alarming(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    # Each job is deleted the moment it is created: its first pass writes the status,
+    # creates the Service and pods of a job that is gone or going.
+    custom = client.CustomObjectsApi(jobs.api)
+    for i in range(40):
+        manifest = job_manifest(f"brief-{i}", annotations=RUN_LONG)
+        custom.create_namespaced_custom_object(
+            "multigpu.dev", "v1alpha1", jobs.namespace, "multigpujobs", manifest
+        )
+        time.sleep(0.05 * (i % 5))  # deleted at different moments of the first pass
+        custom.delete_namespaced_custom_object(
+            "multigpu.dev", "v1alpha1", jobs.namespace, "multigpujobs", f"brief-{i}"
+        )
+
+    def collected() -> bool:
+        pods = jobs.core.list_namespaced_pod(jobs.namespace).items
+        services = jobs.core.list_namespaced_service(jobs.namespace).items
+        return not pods and not services
+
+    wait_for(collected, "every child garbage-collected", timeout=60)
+    time.sleep(2)  # the passes the deletions woke have run
+    assert "mgj_job_info{" not in operator.metrics()
     assert_calm(operator)
 
 
