@@ -7,6 +7,12 @@ successful status write. One key is never reconciled by two workers at once.
 
 The cluster is reached only through the cluster.protocol.Cluster it is given, and
 fails only with cluster/errors.py's errors: tests run it against an in-memory fake.
+
+Expected answers of the API server are not errors. A job gone (404) or whose namespace
+is being deleted is forgotten; a conflict is looked at again; a child refused by
+validation or admission fails the job naming the field, one refused by a full quota
+waits with backoff. Only what is nobody's plan (an outage, the operator's own RBAC, a
+bug) is logged as an error, counted in mgj_reconcile_errors_total and retried.
 """
 
 from __future__ import annotations
@@ -17,29 +23,54 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import Phase
+from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
 from multigpu_operator.api.validation import validate_object
-from multigpu_operator.cluster.errors import Conflict, Invalid
-from multigpu_operator.cluster.informer import JobKey, PodInformer
+from multigpu_operator.cluster.admission import refused_field
+from multigpu_operator.cluster.errors import (
+    AccessDenied,
+    ClusterError,
+    Conflict,
+    Forbidden,
+    Invalid,
+    NamespaceTerminating,
+    NotFound,
+    QuotaExceeded,
+)
+from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
-from multigpu_operator.policy.conditions import Event
+from multigpu_operator.policy.conditions import Conditions, Event, condition
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.step import StatusUpdate
+from multigpu_operator.policy.timestamps import rfc3339
 from multigpu_operator.reconcile import decide
 from multigpu_operator.settings import Settings
 from multigpu_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A job whose status write lost a race is looked at again this soon (the watch usually
 # brings the newer version first).
 CONFLICT_RETRY_SECONDS = 1.0
+# Planning costs about a tenth of a millisecond per pod: jobs of more pods are planned and
+# decided in a worker thread, so that the event loop keeps serving the watches, the
+# other jobs, /metrics and /healthz.
+INLINE_PODS = 100
+# The most pods the operator plans for one job, whatever a stored object says (the CRD
+# bounds spec.replicas below this; an object stored before that bound existed, or with
+# validation off, must not make the operator hold memory in proportion to a typo).
+MAX_PODS = 10_000
+# status.worldSize is an int32: a job with more processes could never write its status.
+MAX_WORLD_SIZE = 2**31 - 1
+# Pods are created this many at a time, and no more batches once one is refused: a job
+# of thousands of pods whose template the server rejects costs one batch of requests.
+CREATE_BATCH = 100
 
 
 def utc_now() -> datetime:
@@ -56,13 +87,13 @@ class Controller:
         self.cluster = cluster
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self.informer = PodInformer(cluster, self.enqueue, settings.namespace)
+        self.services = ServiceInformer(cluster, self.enqueue, settings.namespace)
         # For telling "no node can ever fit" from "the cluster is busy" (policy/fit.py).
         self.nodes = NodeInformer(cluster)
         self.queue: WorkQueue[JobKey] = WorkQueue(
             Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
         )
         self._clock = clock  # the time decisions and timestamps are made at
-        self._services: set[str] = set()  # job UIDs whose Service is known to exist
         self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -71,6 +102,7 @@ class Controller:
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
+        self._tasks.append(asyncio.create_task(self.services.run(), name="service-informer"))
         for i in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{i}"))
 
@@ -94,10 +126,7 @@ class Controller:
         """Called by kopf for every watch event of a MultiGPUJob."""
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
         if event_type == "DELETED":
-            self.jobs.pop(key, None)
-            self._plans.pop(body["metadata"].get("uid", ""), None)
-            self._services.discard(body["metadata"].get("uid", ""))
-            self.queue.discard(key)
+            self._forget(key, body["metadata"].get("uid", ""))
             return
         known = self.jobs.get(key)
         if known is not None and _older(body, known):
@@ -109,10 +138,20 @@ class Controller:
         """Reconcile `key` soon (once more after the running pass, if one is running)."""
         self.queue.add(key)
 
+    def _forget(self, key: JobKey, uid: str) -> None:
+        """The job with `uid` is gone: no more passes, timers, metrics series or plans.
+        (A new job of the same name, already cached, is left alone.)"""
+        self._plans.pop(uid, None)
+        cached = self.jobs.get(key)
+        if cached is not None and cached["metadata"].get("uid", "") == uid:
+            del self.jobs[key]
+            self.queue.discard(key)
+
     # Workers ----------------------------------------------------------------
 
     async def _worker(self) -> None:
         await self.informer.synced.wait()
+        await self.services.synced.wait()
         while True:
             key = await self.queue.get()
             start = time.perf_counter()
@@ -120,6 +159,20 @@ class Controller:
                 await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
+            except WaitingFor as waiting:
+                delay = self.queue.retry(key)
+                log.info("%s/%s waits: %s; looking again in %.0fs", *key, waiting, delay)
+            except ClusterError as err:
+                # The API server's answer says it all; a traceback would only add aiohttp.
+                delay = self.queue.retry(key)
+                log.error(
+                    "reconcile of %s/%s failed: HTTP %s: %s; retrying in %.0fs",
+                    *key,
+                    err.status,
+                    err.message,
+                    delay,
+                )
+                metrics.RECONCILE_ERRORS.inc()
             except Exception:
                 delay = self.queue.retry(key)
                 log.exception("reconcile of %s/%s failed; retrying in %.0fs", *key, delay)
@@ -132,19 +185,45 @@ class Controller:
 
     async def reconcile(self, key: JobKey) -> None:
         body = self.jobs.get(key)
-        if body is None:
-            return  # deleted: garbage collection removes the children
-        planned = self._plan(body)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return  # deleted, or being deleted: garbage collection removes the children
+        try:
+            await self._reconcile(key, body)
+        except (NotFound, NamespaceTerminating) as err:
+            # Expected ends, not errors: a 404 on the job's status write (it was deleted
+            # during this pass, or while the watch was down and its DELETED event never
+            # came) or on a create (its namespace is gone), or a create refused because
+            # the namespace is being deleted (the job goes with it).
+            log.info("%s/%s is gone or going (%s); forgetting it", *key, err.message)
+            self._forget(key, body["metadata"].get("uid", ""))
+
+    async def _reconcile(self, key: JobKey, body: dict[str, Any]) -> None:
+        planned = await self._plan(body)
         if isinstance(planned, str):
             await self._fail(body, "InvalidSpec", planned)
             return
         job, desired = planned
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         previous = body.get("status") or {}
-        decision = decide(job, desired, pods, previous, self._clock(), self.nodes.nodes())
+        decision = await _offload(
+            len(desired.pods),
+            decide,
+            job,
+            desired,
+            pods,
+            previous,
+            self._clock(),
+            self.nodes.nodes(),
+        )
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
-        if not await self._write_status(body, update):
+        try:
+            if not await self._write_status(body, update):
+                return
+        except Invalid as err:
+            # Numbers the schema should have bounded (a world size past int32) make a
+            # status the server refuses: say so once instead of retrying forever.
+            await self._fail(body, "InvalidSpec", f"the job's status was refused: {err.message}")
             return
         if decision.restarts:
             metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
@@ -155,15 +234,18 @@ class Controller:
                 for name in decision.delete_pods
             )
         )
-        try:
-            if decision.create_pods:
-                # The Service and the pods are independent objects: create them together.
-                await asyncio.gather(
-                    self._ensure_service(job, desired),
-                    self._create_pods(job, decision.create_pods),
-                )
-        except Invalid as err:
-            await self._fail(body, "InvalidPodTemplate", err.message)
+        # The Service before the pods (their DNS names), on every pass like the pods: one
+        # deleted by hand, or never created (a crash between the two), is created again.
+        if decision.status.get("phase") not in TERMINAL and not self.services.has_service(
+            key, job.ref.uid
+        ):
+            refused = await self._create_service(key, desired.service)
+            if refused is not None:
+                await self._refused(body, "Service", refused)
+                return
+        refused = await self._create_pods(job.ref.namespace, decision.create_pods)
+        if refused is not None:
+            await self._refused(body, "Pod", refused)
             return
         if decision.delete_job:
             log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
@@ -171,7 +253,7 @@ class Controller:
         if decision.requeue_after is not None:
             self._wake(key, decision.requeue_after)
 
-    def _plan(self, body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
+    async def _plan(self, body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
         """The job and its desired children, or why it cannot be planned. Cached per
         spec (generation) and labels: a job sees many passes, its spec few changes."""
         meta = body["metadata"]
@@ -179,18 +261,9 @@ class Controller:
         cached = self._plans.get(meta.get("uid", ""))
         if cached is not None and cached[0] == key:
             return cached[1]
-        planned: tuple[Job, DesiredState] | str
-        problems = validate_object(body)
-        if problems:
-            # The API server rejects such a spec; this one was stored before a CRD upgrade
-            # or with validation off, so Job.from_object may not read it.
-            planned = "; ".join(problems)
-        else:
-            job = Job.from_object(body)
-            try:
-                planned = (job, plan_job(job))
-            except PlanError as err:
-                planned = str(err)
+        replicas = (body.get("spec") or {}).get("replicas")
+        size = replicas if isinstance(replicas, int) else 1
+        planned = await _offload(size, plan_object, body)
         self._plans[meta.get("uid", "")] = (key, planned)
         return planned
 
@@ -199,21 +272,58 @@ class Controller:
         # A little late rather than early: timestamps in the status have whole seconds.
         self.queue.add_after(key, delay + 0.5)
 
-    async def _ensure_service(self, job: Job, desired: DesiredState) -> None:
-        if job.ref.uid not in self._services:
-            await self.cluster.create_service(job.ref.namespace, desired.service)
-            self._services.add(job.ref.uid)
+    async def _create_service(
+        self, key: JobKey, service: dict[str, Any]
+    ) -> Invalid | Forbidden | None:
+        """Create the job's Service; the refusal, if the server refused it."""
+        try:
+            await self.cluster.create_service(key[0], service)
+        except (Invalid, Forbidden) as err:
+            if not _refusal(err):
+                raise
+            return err
+        self.services.created(key, service)
+        return None
 
-    async def _create_pods(self, job: Job, pods: tuple[dict[str, Any], ...]) -> None:
-        results = await asyncio.gather(
-            *(self.cluster.create_pod(job.ref.namespace, pod) for pod in pods),
-            return_exceptions=True,
-        )
-        created = sum(r is True for r in results)
-        metrics.PODS_CREATED.inc(created)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+    async def _create_pods(
+        self, namespace: str, pods: tuple[dict[str, Any], ...]
+    ) -> Invalid | Forbidden | None:
+        """Create `pods` in batches; the first refusal, after which no batch is sent.
+        Other errors (an outage, RBAC, the namespace going) are raised."""
+        for start in range(0, len(pods), CREATE_BATCH):
+            batch = pods[start : start + CREATE_BATCH]
+            results = await asyncio.gather(
+                *(self.cluster.create_pod(namespace, pod) for pod in batch), return_exceptions=True
+            )
+            metrics.PODS_CREATED.inc(sum(r is True for r in results))
+            errors = [r for r in results if isinstance(r, BaseException)]
+            for error in errors:
+                if not _refusal(error):
+                    raise error
+            if errors:
+                return _refusal(errors[0])
+        return None
+
+    async def _refused(self, body: dict[str, Any], kind: str, err: Invalid | Forbidden) -> None:
+        """The server refused a child of the job: wait while a quota is full, fail
+        otherwise (no retry makes the server accept the same object)."""
+        message = refusal_message(kind, err)
+        generation = int(body["metadata"].get("generation", 1))
+        previous = body.get("status") or {}
+        now = self._clock()
+        if isinstance(err, QuotaExceeded):
+            await self._write_status(
+                body, not_created(previous, generation, "QuotaExceeded", message, now)
+            )
+            raise WaitingFor(message)
+        if kind == "Pod":
+            reason = "InvalidPodTemplate" if isinstance(err, Invalid) else "PodForbidden"
+            await self._fail(body, reason, message)
+            return
+        failed = invalid_job(previous, generation, "ServiceRefused", message, now)
+        # The Created condition must not keep claiming a Service that does not exist.
+        created = not_created(failed.status, generation, "ServiceRefused", message, now)
+        await self._write_status(body, StatusUpdate(created.status, failed.events, failed.entered))
 
     async def _fail(self, body: dict[str, Any], reason: str, message: str) -> None:
         generation = int(body["metadata"].get("generation", 1))
@@ -253,6 +363,75 @@ class Controller:
             before = Phase(previous["phase"]) if previous.get("phase") else None
             metrics.job_entered(body, before, update.entered)
         return True
+
+
+class WaitingFor(Exception):
+    """A pass that cannot finish for a reason that may pass (a full quota): its job is
+    looked at again after the retry backoff, without counting an error."""
+
+
+def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
+    """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
+    planned (pure: may run in a worker thread)."""
+    problems = validate_object(body)
+    if problems:
+        # The API server rejects such a spec; this one was stored before a CRD upgrade
+        # or with validation off, so Job.from_object may not read it.
+        return "; ".join(problems)
+    job = Job.from_object(body)
+    spec = job.spec
+    if spec.replicas > MAX_PODS:
+        return f"spec.replicas: is {spec.replicas}; the operator plans at most {MAX_PODS} pods"
+    if spec.world_size > MAX_WORLD_SIZE:
+        return (
+            f"spec.gpusPerReplica: {spec.replicas} replicas of {spec.processes_per_replica} "
+            f"processes are {spec.world_size}, more than status.worldSize can hold "
+            f"({MAX_WORLD_SIZE})"
+        )
+    try:
+        return job, plan_job(job)
+    except PlanError as err:
+        return str(err)
+
+
+def refusal_message(kind: str, err: Invalid | Forbidden) -> str:
+    """What the job's condition says about a refused child: the field to fix and the
+    server's own message."""
+    if kind == "Service":
+        return f"the job's headless Service: {err.message}"
+    if isinstance(err, Invalid):
+        return err.message  # validation names the pod's own field
+    return f"{refused_field(err.message)}: {err.message}"
+
+
+def not_created(
+    status: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
+) -> StatusUpdate:
+    """`status` with the Created condition False for `reason` (the server refused a
+    child), and a Warning event the first time, not on every retry."""
+    again = any(
+        c["type"] == ConditionType.CREATED and c.get("reason") == reason
+        for c in status.get("conditions", [])
+    )
+    conditions = Conditions(status, generation, rfc3339(now))
+    conditions.apply([condition(ConditionType.CREATED, False, reason, message)])
+    events = () if again else (Event("Warning", reason, message),)
+    return StatusUpdate({**status, "conditions": conditions.as_list()}, events, None)
+
+
+async def _offload(pods: int, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)`: in the loop for a small job, in a worker thread for a big one."""
+    if pods <= INLINE_PODS:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
+
+
+def _refusal(error: BaseException) -> Invalid | Forbidden | None:
+    """`error` if it is the server refusing the object itself (the job's to fix, or a
+    quota to wait for); None for what is not the job's doing."""
+    if isinstance(error, NamespaceTerminating | AccessDenied):
+        return None
+    return error if isinstance(error, Invalid | Forbidden) else None
 
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:

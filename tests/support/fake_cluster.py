@@ -3,12 +3,14 @@
 Objects are plain dicts, as the API server returns them: every write takes the next
 resourceVersion from one counter (as etcd does), pods are created Pending with a uid,
 a job's status is merge-patched with optimistic concurrency (a stale resourceVersion
-raises Conflict), deleting a job collects its children. The pod watch replays the
-changes after the version it is given and ends after its timeout, like the server's.
+raises Conflict), deleting a job collects its children. The pod, Service and node
+watches replay the changes after the version they are given and end after their
+timeout, like the server's.
 
 The test plays the rest of the world: kopf (`on_job_event` gets every job change, as
-the kopf handler does), the kubelet (`set_phase`), and failures (`fail` makes the next
-calls of one method raise one of cluster/errors.py's errors). Every call is recorded,
+the kopf handler does; None while its watch is down), the kubelet (`set_phase`), a user
+(`delete_service`), and failures (`fail` makes the next calls of one method raise one of
+cluster/errors.py's errors, `heal` cancels those still planned). Every call is recorded,
 with the loop time it was made at, in `calls`.
 """
 
@@ -59,6 +61,7 @@ class FakeCluster:
         self._uids = itertools.count(1)
         self.nodes: dict[str, dict[str, Any]] = {}
         self._pod_log: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
+        self._service_log: list[tuple[int, dict[str, Any]]] = []
         self._node_log: list[tuple[int, dict[str, Any]]] = []
         self._changed = asyncio.Event()
         self._watch_epoch = 0  # watches started before the current epoch end with Gone
@@ -68,6 +71,10 @@ class FakeCluster:
     def fail(self, method: str, error: ClusterError, times: int = 1) -> None:
         """The next `times` calls of `method` raise `error`."""
         self._errors[method].extend([error] * times)
+
+    def heal(self, method: str) -> None:
+        """The failures still planned for `method` do not happen."""
+        self._errors[method].clear()
 
     def calls_of(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
@@ -115,6 +122,12 @@ class FakeCluster:
             ]
         pod["metadata"]["resourceVersion"] = self._next_version()
         self._pod_changed("MODIFIED", pod)
+
+    def delete_service(self, name: str, namespace: str = "ns") -> None:
+        """A user deletes a job's Service (kubectl delete service)."""
+        service = self.services.pop((namespace, name))
+        service["metadata"]["resourceVersion"] = self._next_version()
+        self._service_changed("DELETED", service)
 
     def add_node(self, node: Mapping[str, Any]) -> None:
         """A node joins the cluster (or changes)."""
@@ -172,7 +185,14 @@ class FakeCluster:
         await self._call("create_service", namespace, name)
         if (namespace, name) in self.services:
             return False
-        self.services[namespace, name] = copy.deepcopy(dict(service))
+        created = copy.deepcopy(dict(service))
+        created["metadata"].update(
+            namespace=namespace,
+            uid=f"service-uid-{next(self._uids)}",
+            resourceVersion=self._next_version(),
+        )
+        self.services[namespace, name] = created
+        self._service_changed("ADDED", created)
         return True
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
@@ -209,9 +229,11 @@ class FakeCluster:
         self._job_changed("DELETED", job)
         # Garbage collection of the children (ownerReferences).
         for (ns, pod_name), pod in list(self.pods.items()):
-            if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences", [])):
+            if _owned(pod, uid):
                 self._remove_pod(ns, pod_name)
-        self.services.pop((namespace, name), None)
+        for (ns, service_name), service in list(self.services.items()):
+            if _owned(service, uid):
+                self.delete_service(service_name, ns)
 
     async def post_event(
         self, job: Mapping[str, Any], type_: str, reason: str, message: str
@@ -238,6 +260,32 @@ class FakeCluster:
         await self._call("watch_pods", selector, resource_version, namespace)
         replay = self._replay(
             self._pod_log,
+            resource_version,
+            timeout_seconds,
+            lambda obj: _matches(obj, selector, namespace),
+        )
+        async for event in replay:
+            yield event
+
+    async def list_services(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        await self._call("list_services", selector, namespace)
+        items = [
+            copy.deepcopy(s) for s in self.services.values() if _matches(s, selector, namespace)
+        ]
+        return items, str(self._version)
+
+    async def watch_services(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        await self._call("watch_services", selector, resource_version, namespace)
+        replay = self._replay(
+            self._service_log,
             resource_version,
             timeout_seconds,
             lambda obj: _matches(obj, selector, namespace),
@@ -280,7 +328,10 @@ class FakeCluster:
                     yield copy.deepcopy(event)
                 seen = max(seen, version)
             try:
-                await asyncio.wait_for(changed.wait(), timeout=ends - loop.time())
+                # Not asyncio.wait_for: on Python 3.11 it loses a cancellation that comes as
+                # the event is set, and stopping the controller then waits out the timeout.
+                async with asyncio.timeout(ends - loop.time()):
+                    await changed.wait()
             except TimeoutError:
                 return  # the server ends every watch after its timeout
 
@@ -308,6 +359,11 @@ class FakeCluster:
         self._pod_log.append((version, {"type": type_, "object": copy.deepcopy(pod)}))
         self._wake_watches()
 
+    def _service_changed(self, type_: str, service: dict[str, Any]) -> None:
+        version = int(service["metadata"]["resourceVersion"])
+        self._service_log.append((version, {"type": type_, "object": copy.deepcopy(service)}))
+        self._wake_watches()
+
     def _node_changed(self, type_: str, node: dict[str, Any]) -> None:
         version = int(node["metadata"]["resourceVersion"])
         self._node_log.append((version, {"type": type_, "object": copy.deepcopy(node)}))
@@ -323,6 +379,10 @@ class FakeCluster:
         if handler is not None:
             # Later, as a watch delivers it, not inside the call that made the change.
             asyncio.get_running_loop().call_soon(handler, type_, copy.deepcopy(job))
+
+
+def _owned(obj: Mapping[str, Any], uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences", []))
 
 
 def _merge(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,14 @@ REJECTED = 'Pod "train-0" is invalid: spec.containers[0].image: Required value'
 
 
 # The informers' calls: they read, and run beside the reconciles.
-WATCHES = ("list_pods", "watch_pods", "list_nodes", "watch_nodes")
+WATCHES = (
+    "list_pods",
+    "watch_pods",
+    "list_nodes",
+    "watch_nodes",
+    "list_services",
+    "watch_services",
+)
 
 
 def methods(cluster: FakeCluster) -> list[str]:

@@ -71,6 +71,14 @@ def test_clean_pod_policy(policy: str, deleted: tuple[str, ...]) -> None:
         pytest.param(
             0, {}, 0, {"completion": stamp(0), "delete_job": True}, id="ttl-zero-deletes-at-once"
         ),
+        # Past datetime.max (year 9999) when added to the completion: counted in seconds.
+        pytest.param(
+            2**63 - 1,
+            {"completionTime": stamp(-20)},
+            0,
+            {"completion": stamp(-20), "wake": (2**63 - 1 - 20.0,)},
+            id="ttl-beyond-the-calendar-waits",
+        ),
     ],
 )
 def test_completion_time_and_ttl(

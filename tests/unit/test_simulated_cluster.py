@@ -31,6 +31,7 @@ def test_every_lifecycle_step_has_a_stage() -> None:
         "pod-ready",
         "pod-complete",
         "pod-delete",
+        "mgj-pod-delete-left-behind",
         "mgj-pod-succeed",
         "mgj-pod-fail",
         "mgj-pod-fail-at-start",
@@ -52,6 +53,18 @@ def test_annotation_stages_are_mutually_exclusive(
 ) -> None:
     key = f'.metadata.annotations["{annotation}"]'
     assert selector_keys(stages()[stage])[key] == operator
+
+
+def test_a_terminating_pod_is_deleted_by_one_stage_by_its_grace_period() -> None:
+    # pod-delete for a grace period still running, the left-behind stage (after a delay)
+    # for a pod whose grace period is 0 and which the API server should have removed.
+    grace = ".metadata.deletionGracePeriodSeconds"
+    graceful, left_behind = stages()["pod-delete"], stages()["mgj-pod-delete-left-behind"]
+    for stage, expression in ((graceful, f"{grace} > 0"), (left_behind, f"{grace} == 0")):
+        assert selector_keys(stage)[".metadata.deletionTimestamp"] == "Exists"
+        assert selector_keys(stage)[expression] == "In"
+        assert stage["spec"]["next"] == {"delete": True}
+    assert left_behind["spec"]["delay"]["durationMilliseconds"] >= 1000
 
 
 def test_gpu_node_looks_like_a_gpu_operator_node() -> None:

@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import os
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,8 +20,15 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from multigpu_operator.api.spec import API_VERSION, GROUP, KIND, PLURAL, VERSION
-from multigpu_operator.cluster.errors import ClusterError, Conflict, NotFound, from_status
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from multigpu_operator.cluster.errors import (
+    ClusterError,
+    Conflict,
+    NamespaceTerminating,
+    NotFound,
+    from_status,
+)
+from multigpu_operator.cluster.events import event_body
 from multigpu_operator.metrics import API_REQUESTS
 
 log = logging.getLogger(__name__)
@@ -56,10 +62,16 @@ class Kube:
         self.events = client.EventsV1Api(self.api)
 
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
-        """Create a pod; False if it already exists (a retry after a crash)."""
+        """Create a pod; False if it already exists (a retry after a crash).
+
+        Strict field validation: a field the API server does not know (a misspelt
+        `hostNetwrok` in the user's template) is refused (Invalid), never dropped.
+        """
         API_REQUESTS.labels("create", "pods").inc()
         return await _create(
-            self.core.create_namespaced_pod(namespace, pod, field_manager=FIELD_MANAGER)
+            self.core.create_namespaced_pod(
+                namespace, pod, field_manager=FIELD_MANAGER, field_validation="Strict"
+            )
         )
 
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
@@ -123,35 +135,22 @@ class Kube:
         """An events.k8s.io Event on the job; failures are logged, never raised."""
         API_REQUESTS.labels("create", "events").inc()
         meta = job["metadata"]
-        # eventTime is a MicroTime: the API server requires the six fraction digits that
-        # the status timestamps (policy/timestamps.py, whole seconds) do not have.
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}"},
-            "eventTime": now,
-            "reportingController": f"{GROUP}/operator",
-            "reportingInstance": os.environ.get("HOSTNAME", "multigpu-operator"),
-            "action": reason,
-            "reason": reason,
-            "note": message[:1024],
-            "type": type_,
-            "regarding": {
-                "apiVersion": API_VERSION,
-                "kind": KIND,
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta.get("uid", ""),
-            },
-        }
+        instance = os.environ.get("HOSTNAME", "multigpu-operator")
+        body = event_body(job, type_, reason, message, datetime.now(UTC), instance)
         try:
             with domain_errors():
                 await self.events.create_namespaced_event(meta["namespace"], body)
+        except (NamespaceTerminating, NotFound) as err:
+            # The namespace is going or gone, and the job with it: nobody reads this Event.
+            log.debug("event %s on %s not posted: %s", reason, meta["name"], err.message)
         except ClusterError as err:
             log.warning("could not post event %s on %s: %s", reason, meta["name"], err.message)
 
-    def _pod_list_call(self, namespace: str | None, **kwargs: Any) -> Any:
+    def _list_call(self, kind: str, namespace: str | None, **kwargs: Any) -> Any:
+        if kind == "services":
+            if namespace:
+                return self.core.list_namespaced_service(namespace, **kwargs)
+            return self.core.list_service_for_all_namespaces(**kwargs)
         if namespace:
             return self.core.list_namespaced_pod(namespace, **kwargs)
         return self.core.list_pod_for_all_namespaces(**kwargs)
@@ -160,15 +159,9 @@ class Kube:
         self, selector: str, namespace: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
         """Pods matching `selector` (in one namespace or all), and the list's resourceVersion."""
-        API_REQUESTS.labels("list", "pods").inc()
-        with domain_errors():
-            resp = await self._pod_list_call(
-                namespace, label_selector=selector, _preload_content=False
-            )
-            data = json.loads(await resp.read())
-        return data["items"], data["metadata"]["resourceVersion"]
+        return await self._list("pods", selector, namespace)
 
-    async def watch_pods(
+    def watch_pods(
         self,
         selector: str,
         resource_version: str,
@@ -176,9 +169,47 @@ class Kube:
         timeout_seconds: int = 300,
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) for matching pods, from `resource_version`."""
-        API_REQUESTS.labels("watch", "pods").inc()
+        return self._watch("pods", selector, resource_version, namespace, timeout_seconds)
+
+    async def list_services(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Services matching `selector`, and the list's resourceVersion."""
+        return await self._list("services", selector, namespace)
+
+    def watch_services(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ({type, object}) for matching Services."""
+        return self._watch("services", selector, resource_version, namespace, timeout_seconds)
+
+    async def _list(
+        self, kind: str, selector: str, namespace: str | None
+    ) -> tuple[list[dict[str, Any]], str]:
+        API_REQUESTS.labels("list", kind).inc()
         with domain_errors():
-            resp = await self._pod_list_call(
+            resp = await self._list_call(
+                kind, namespace, label_selector=selector, _preload_content=False
+            )
+            data = json.loads(await resp.read())
+        return data["items"], data["metadata"]["resourceVersion"]
+
+    async def _watch(
+        self,
+        kind: str,
+        selector: str,
+        resource_version: str,
+        namespace: str | None,
+        timeout_seconds: int,
+    ) -> AsyncIterator[dict[str, Any]]:
+        API_REQUESTS.labels("watch", kind).inc()
+        with domain_errors():
+            resp = await self._list_call(
+                kind,
                 namespace,
                 label_selector=selector,
                 watch=True,
@@ -226,8 +257,7 @@ async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
             event = json.loads(line)
             if event["type"] == "ERROR":
                 # A Status object; 410 (Gone) when the version is too old.
-                status = event["object"]
-                raise from_status(status.get("code"), status.get("message", "watch error"))
+                raise _status_error(event["object"], "watch error")
             yield event
 
 
@@ -247,11 +277,17 @@ def domain_errors() -> Iterator[None]:
     try:
         yield
     except ApiException as err:
-        raise from_status(err.status, _message(err)) from err
+        try:
+            status = json.loads(err.body or "")
+        except (TypeError, ValueError):
+            status = None
+        if not isinstance(status, dict) or "message" not in status:
+            status = {"message": str(err.reason)}
+        raise _status_error({**status, "code": err.status}, str(err.reason)) from err
 
 
-def _message(err: ApiException) -> str:
-    try:
-        return str(json.loads(err.body or "")["message"])
-    except (TypeError, ValueError, KeyError):
-        return str(err.reason)
+def _status_error(status: Mapping[str, Any], default: str) -> ClusterError:
+    """The domain error for a Status object: its code, message and causes."""
+    details = status.get("details") or {}
+    causes = [str(c.get("reason", "")) for c in details.get("causes") or [] if isinstance(c, dict)]
+    return from_status(status.get("code"), str(status.get("message", default)), causes)

@@ -3,9 +3,18 @@
 cluster/api.py converts every client exception into one of these, so the layers above
 never import the client library and a test double raises the very same errors. The
 API server's own message is kept: it is what users see on an invalid pod template.
+
+A 403 has four causes that call for four different answers, so it is split here, the
+one place that reads the server's wording: the namespace is being deleted (the job is
+ending: stop quietly), a ResourceQuota is full (wait: it may pass), RBAC denies the
+operator (the operator's fault: retry and alert), or an admission check refused the
+object (the job's fault: fail it, naming the field).
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable
 
 
 class ClusterError(Exception):
@@ -19,11 +28,27 @@ class ClusterError(Exception):
 
 
 class Invalid(ClusterError):
-    """400/422: the object was rejected (a field the server's validation refused)."""
+    """400/422: the object was rejected (a field the server's validation refused, or an
+    unknown field under strict field validation)."""
 
 
 class Forbidden(ClusterError):
-    """403: RBAC does not allow the request."""
+    """403 from admission: a check refused the object (a PriorityClass, ServiceAccount
+    or RuntimeClass that does not exist, Pod Security, a LimitRange, a webhook)."""
+
+
+class AccessDenied(Forbidden):
+    """403 from authorization: the operator's RBAC does not allow the request."""
+
+
+class QuotaExceeded(Forbidden):
+    """403: a ResourceQuota of the namespace is used up; it may pass once other objects
+    are gone or the quota is raised."""
+
+
+class NamespaceTerminating(Forbidden):
+    """403: the namespace is being deleted, so nothing new can be created in it; its
+    objects (the job among them) are about to go."""
 
 
 class NotFound(ClusterError):
@@ -48,9 +73,29 @@ _BY_STATUS: dict[int, type[ClusterError]] = {
     422: Invalid,
 }
 
+# The Status cause the NamespaceLifecycle admission plugin attaches (v1.NamespaceTerminatingCause).
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+# The authorizer's wording: 'pods is forbidden: User "x" cannot create resource "pods" ...';
+# and the OwnerReferencesPermissionEnforcement plugin's, also about the operator's RBAC.
+_ACCESS_DENIED = re.compile(r'User "[^"]*" cannot [a-z]+ resource|cannot set blockOwnerDeletion')
+_QUOTA_EXCEEDED = "exceeded quota"
 
-def from_status(status: int | None, message: str) -> ClusterError:
-    """The domain error for an HTTP status; others (429, 5xx) are plain ClusterErrors,
-    retried by the controller like any failed pass."""
+
+def from_status(status: int | None, message: str, causes: Iterable[str] = ()) -> ClusterError:
+    """The domain error for an HTTP status, the server's message and the reasons of its
+    Status causes; others (429, 5xx) are plain ClusterErrors, retried by the controller
+    like any failed pass."""
     code = status or 0
+    if code == 403:
+        return _forbidden(message, set(causes))(message, code)
     return _BY_STATUS.get(code, ClusterError)(message, code)
+
+
+def _forbidden(message: str, causes: set[str]) -> type[Forbidden]:
+    if NAMESPACE_TERMINATING_CAUSE in causes:
+        return NamespaceTerminating
+    if _ACCESS_DENIED.search(message):
+        return AccessDenied
+    if _QUOTA_EXCEEDED in message:
+        return QuotaExceeded
+    return Forbidden

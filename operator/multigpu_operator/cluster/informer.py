@@ -1,8 +1,9 @@
-"""A label-selected pod cache: list once, then watch, relisting when the watch expires.
+"""Label-selected caches of the jobs' pods and Services: list once, then watch,
+relisting when the watch expires.
 
-Only pods carrying the job label are asked for (the API server filters), and each is
+Only objects carrying the job label are asked for (the API server filters), and each is
 kept trimmed to the fields the controller reads, so memory grows with the
-operator's own pods, never with the cluster's.
+operator's own children, never with the cluster's.
 
 Our own watch rather than a kopf pod handler: a handler's `labels=` filter is applied by
 kopf in-process, after listing every pod in scope. (kopf 1.45 can also select on the
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
@@ -87,24 +88,45 @@ def _scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-class PodInformer:
+def trim_service(service: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep what the controller reads of a job's Service: that it exists, and whose it is."""
+    meta = service["metadata"]
+    owners = [
+        {"uid": ref["uid"]} for ref in meta.get("ownerReferences", []) if ref.get("controller")
+    ]
+    return {
+        "metadata": {
+            "ownerReferences": owners,
+            **{k: meta[k] for k in ("name", "namespace", "uid", "labels") if k in meta},
+        }
+    }
+
+
+class ChildInformer:
+    """The children of one kind, by job: one label-selected list, then watch events."""
+
+    kind = "object"
+
     def __init__(
         self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
     ) -> None:
         self._cluster = cluster
         self._namespace = namespace
         self._on_change = on_change
-        self._pods: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
+        self._objects: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.synced = asyncio.Event()
         # Monotonic time of the last event or successful (re)connect: the liveness probe
         # fails when the watch has been silent for too long.
         self.last_heartbeat = time.monotonic()
 
-    def pods_of(self, key: JobKey) -> list[dict[str, Any]]:
-        return list(self._pods.get(key, {}).values())
+    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
+        raise NotImplementedError
 
-    def all_pods(self) -> list[dict[str, Any]]:
-        return [pod for pods in self._pods.values() for pod in pods.values()]
+    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
 
     async def run(self) -> None:
         """List and watch forever; errors back off and relist."""
@@ -118,21 +140,21 @@ class PodInformer:
             except asyncio.CancelledError:
                 raise
             except Gone:
-                log.info("pod watch expired; relisting")
+                log.info("%s watch expired; relisting", self.kind)
             except Exception:
-                log.exception("pod watch failed; relisting in %.1fs", backoff)
+                log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30)
 
     async def _relist(self) -> str:
-        items, rv = await self._cluster.list_pods(CHILD_SELECTOR, self._namespace)
+        items, rv = await self._list()
         fresh: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for pod in items:
-            key = _key(pod)
+        for obj in items:
+            key = _key(obj)
             if key:
-                fresh[key][pod["metadata"]["name"]] = trim_pod(pod)
-        changed = set(self._pods) | set(fresh)
-        self._pods = fresh
+                fresh[key][obj["metadata"]["name"]] = self.trim(obj)
+        changed = set(self._objects) | set(fresh)
+        self._objects = fresh
         self.synced.set()
         self.last_heartbeat = time.monotonic()
         for key in changed:
@@ -140,7 +162,7 @@ class PodInformer:
         return rv
 
     async def _watch(self, rv: str) -> str:
-        async for event in self._cluster.watch_pods(CHILD_SELECTOR, rv, self._namespace):
+        async for event in self._watch_from(rv):
             self.last_heartbeat = time.monotonic()
             obj = event["object"]
             rv = obj["metadata"]["resourceVersion"]
@@ -151,17 +173,65 @@ class PodInformer:
                 continue
             name = obj["metadata"]["name"]
             if event["type"] == "DELETED":
-                self._pods[key].pop(name, None)
-                if not self._pods[key]:
-                    del self._pods[key]
+                self._objects[key].pop(name, None)
+                if not self._objects[key]:
+                    del self._objects[key]
             else:
-                self._pods[key][name] = trim_pod(obj)
+                self._objects[key][name] = self.trim(obj)
             self._on_change(key)
         self.last_heartbeat = time.monotonic()
         return rv
 
 
-def _key(pod: Mapping[str, Any]) -> JobKey | None:
-    meta = pod["metadata"]
+class PodInformer(ChildInformer):
+    kind = "pod"
+
+    def pods_of(self, key: JobKey) -> list[dict[str, Any]]:
+        return list(self._objects.get(key, {}).values())
+
+    def all_pods(self) -> list[dict[str, Any]]:
+        return [pod for pods in self._objects.values() for pod in pods.values()]
+
+    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
+        return self._cluster.list_pods(CHILD_SELECTOR, self._namespace)
+
+    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
+        return self._cluster.watch_pods(CHILD_SELECTOR, rv, self._namespace)
+
+    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return trim_pod(obj)
+
+
+class ServiceInformer(ChildInformer):
+    """The jobs' headless Services: a pass sees whether its job's Service exists without
+    asking the API server, and a Service deleted by hand wakes its job."""
+
+    kind = "service"
+
+    def has_service(self, key: JobKey, owner_uid: str) -> bool:
+        """Whether the Service of job `key` (with UID `owner_uid`) exists, as last seen."""
+        return any(_owned_by(s, owner_uid) for s in self._objects.get(key, {}).values())
+
+    def created(self, key: JobKey, service: Mapping[str, Any]) -> None:
+        """The Service was just created (or found taken): count it as existing until the
+        watch says otherwise, so the passes before its ADDED event do not create it again."""
+        self._objects[key].setdefault(service["metadata"]["name"], self.trim(service))
+
+    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
+        return self._cluster.list_services(CHILD_SELECTOR, self._namespace)
+
+    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
+        return self._cluster.watch_services(CHILD_SELECTOR, rv, self._namespace)
+
+    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return trim_service(obj)
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    return any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences", []))
+
+
+def _key(obj: Mapping[str, Any]) -> JobKey | None:
+    meta = obj["metadata"]
     job = meta.get("labels", {}).get(LABEL_JOB_NAME)
     return (meta["namespace"], job) if job else None

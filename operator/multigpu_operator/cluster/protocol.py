@@ -14,11 +14,12 @@ from typing import Any, Protocol
 class Cluster(Protocol):
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
         """Create a pod; False if one of that name exists (a retry after a crash).
-        Raises Invalid with the server's message when the pod is rejected."""
+        Raises Invalid with the server's message when the pod is rejected (unknown
+        fields included: strict field validation), a Forbidden when admission refuses it."""
         ...
 
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
-        """Create a Service; False if one of that name exists."""
+        """Create a Service; False if one of that name exists. Raises as create_pod."""
         ...
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
@@ -69,4 +70,20 @@ class Cluster(Protocol):
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events ({type, object}) of every node after `resource_version`, until the
         server ends the watch; raises Gone when that version is too old."""
+        ...
+
+    async def list_services(
+        self, selector: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Services matching the label `selector`, and the list's resourceVersion."""
+        ...
+
+    def watch_services(
+        self,
+        selector: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events of matching Services, as watch_pods."""
         ...

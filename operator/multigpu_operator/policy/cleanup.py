@@ -4,7 +4,7 @@ ttlSecondsAfterFinished deletes the job itself (pure)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from multigpu_operator.api.lifecycle import CleanPodPolicy
 from multigpu_operator.api.status import TERMINAL
@@ -31,12 +31,12 @@ def after_finish(seen: Observed) -> Outcome:
         status={"completionTime": rfc3339(completion)},
         delete_pods=tuple(pods_to_clean(seen.live, policy.clean_pod_policy)),
     )
-    due = ttl_due(completion, policy.ttl_seconds_after_finished)
-    if due is None:
+    left = ttl_left(completion, policy.ttl_seconds_after_finished, seen.now)
+    if left is None:
         return finished
-    if seen.now >= due:
+    if left <= 0:
         return finished.then(Outcome(delete_job=True))
-    return finished.then(Outcome(wake_after=((due - seen.now).total_seconds(),)))
+    return finished.then(Outcome(wake_after=(left,)))
 
 
 def pods_to_clean(pods: Sequence[Pod], policy: CleanPodPolicy) -> list[str]:
@@ -49,6 +49,12 @@ def pods_to_clean(pods: Sequence[Pod], policy: CleanPodPolicy) -> list[str]:
     return sorted(name_of(p) for p in live)
 
 
-def ttl_due(completion: datetime, ttl_seconds: int | None) -> datetime | None:
-    """When a finished job is deleted; None if it is kept."""
-    return None if ttl_seconds is None else completion + timedelta(seconds=ttl_seconds)
+def ttl_left(completion: datetime, ttl_seconds: int | None, now: datetime) -> float | None:
+    """Seconds until a finished job is deleted (0 or less: now); None if it is kept.
+
+    In seconds, not datetimes: completion + a TTL the schema allows (an int64) can be past
+    datetime.max (year 9999), an OverflowError that would leave the job "Running".
+    """
+    if ttl_seconds is None:
+        return None
+    return ttl_seconds - (now - completion).total_seconds()

@@ -3,8 +3,6 @@ reconcile, or the last resume); when it passes, the job fails."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
@@ -13,7 +11,10 @@ def active_deadline(seen: Observed, progress: Progress) -> Outcome:
     deadline = seen.job.spec.run_policy.active_deadline_seconds
     if deadline is None:
         return Outcome()
-    left = (progress.start + timedelta(seconds=deadline) - seen.now).total_seconds()
+    # In seconds, not datetimes: start + a deadline the schema allows (an int64) can be
+    # past datetime.max (year 9999), an OverflowError that would leave the job without
+    # a status. A float holds every int64.
+    left = deadline - (seen.now - progress.start).total_seconds()
     if left <= 0:
         return fail(
             "DeadlineExceeded",

@@ -1,0 +1,221 @@
+"""The operator, as a real process, meets the API server's refusals and expected
+answers: each ends in a condition a user can read, an Event, and no error storm (no
+traceback in its log, nothing in mgj_reconcile_errors_total). The same rules on the
+fake cluster: tests/unit/test_controller_faults.py."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from cluster.localcluster import LocalCluster
+from support.events import list_events
+from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.operator_log import assert_calm
+from support.operator_process import OperatorProcess
+from support.waiting import wait_for
+
+RUN_LONG = {f"{SIM}/succeed-after": "600s"}
+QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"}}
+
+
+def events_of(jobs: JobEnv, name: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in list_events(jobs.api, jobs.namespace)
+        if e.get("regarding", {}).get("name") == name
+    ]
+
+
+def with_pod_spec(name: str, **pod_spec: Any) -> dict[str, Any]:
+    manifest = job_manifest(name, annotations=RUN_LONG)
+    manifest["spec"]["template"]["spec"].update(pod_spec)
+    return manifest
+
+
+# Each refused by the real API server's admission, in its own words.
+REFUSED: dict[str, tuple[dict[str, Any], str, str]] = {
+    "priority": (
+        {"priorityClassName": "no-such-class"},
+        "spec.template.spec.priorityClassName",
+        "no PriorityClass with name no-such-class was found",
+    ),
+    "account": (
+        {"serviceAccountName": "no-such-account"},
+        "spec.template.spec.serviceAccountName",
+        'serviceaccount "no-such-account" not found',
+    ),
+    "runtime": (
+        {"runtimeClassName": "no-such-runtime"},
+        "spec.template.spec.runtimeClassName",
+        'RuntimeClass "no-such-runtime" not found',
+    ),
+    "overhead": (
+        {"overhead": {"cpu": "100m"}},
+        "spec.template.spec.overhead",
+        "Pod Overhead set without corresponding RuntimeClass defined Overhead",
+    ),
+    "preemption": (
+        {"preemptionPolicy": "Never"},
+        "spec.template.spec.preemptionPolicy",
+        "the string value of PreemptionPolicy (Never) must not be provided in pod spec",
+    ),
+}
+
+
+def test_refused_pods_fail_their_jobs_naming_the_field_and_the_servers_message(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    for name, (pod_spec, _, _) in REFUSED.items():
+        jobs.apply(with_pod_spec(name, **pod_spec))
+    # Misspelt fields: refused under strict field validation, never silently dropped.
+    jobs.apply(with_pod_spec("typo", hostNetwrok=True, nodeSelectr={"a": "b"}))
+
+    for name, (_, field, words) in REFUSED.items():
+        status = jobs.wait_phase(name, "Failed")
+        failed = condition(status, "Failed")
+        assert failed["reason"] == "PodForbidden"
+        assert failed["message"].startswith(f'{field}: pods "{name}-')
+        assert words in failed["message"]
+        assert not jobs.pods(name)
+        assert ("Warning", "PodForbidden") in {
+            (e["type"], e["reason"]) for e in events_of(jobs, name)
+        }
+    failed = condition(jobs.wait_phase("typo", "Failed"), "Failed")
+    assert failed["reason"] == "InvalidPodTemplate"
+    assert 'unknown field "spec.hostNetwrok"' in failed["message"]
+    assert 'unknown field "spec.nodeSelectr"' in failed["message"]
+    assert not jobs.pods("typo")
+    assert_calm(operator)
+
+
+def test_a_full_quota_is_waited_for_then_the_pods_are_created(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    jobs.apply({**QUOTA, "spec": {"hard": {"pods": "1"}}})
+    jobs.apply(job_manifest("q", replicas=2, annotations=RUN_LONG))
+
+    def waiting() -> dict[str, Any] | None:
+        created = condition(jobs.status("q"), "Created")
+        return created if created.get("reason") == "QuotaExceeded" else None
+
+    created = wait_for(waiting, "Created=False QuotaExceeded")
+    assert created["status"] == "False"
+    assert created["message"].startswith("spec.template.spec.containers[].resources: ")
+    assert "exceeded quota: pods" in created["message"]
+    assert jobs.status("q")["phase"] == "Pending"
+    assert [e["type"] for e in events_of(jobs, "q") if e["reason"] == "QuotaExceeded"] == [
+        "Warning"
+    ]
+
+    jobs.apply({**QUOTA, "spec": {"hard": {"pods": "10"}}})
+    jobs.wait_phase("q", "Running", timeout=90)  # the retry backoff, up to a minute
+    assert condition(jobs.status("q"), "Created")["reason"] == "PodsCreated"
+    assert_calm(operator)
+
+
+def test_a_deleted_service_is_created_again_running_operator_or_not(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    jobs.apply(job_manifest("svc", annotations=RUN_LONG))
+    jobs.wait_phase("svc", "Running")
+    first = jobs.core.read_namespaced_service("svc", jobs.namespace).metadata.uid
+
+    jobs.core.delete_namespaced_service("svc", jobs.namespace)
+    second = wait_for(lambda: service_uid(jobs, "svc", other_than=first), "Service again")
+
+    operator.kill()
+    jobs.core.delete_namespaced_service("svc", jobs.namespace)
+    operator.start()
+    wait_for(lambda: service_uid(jobs, "svc", other_than=second), "Service after a restart")
+    assert jobs.status("svc")["phase"] == "Running"
+    assert_calm(operator)
+
+
+def service_uid(jobs: JobEnv, name: str, other_than: str) -> str | None:
+    try:
+        uid = jobs.core.read_namespaced_service(name, jobs.namespace).metadata.uid
+    except client.ApiException:
+        return None
+    return str(uid) if uid != other_than else None
+
+
+def test_events_stay_within_the_apis_limits(operator: OperatorProcess, jobs: JobEnv) -> None:
+    # A refusal listing 40 unknown fields of two-byte characters: over 1024 bytes, while
+    # the API server refuses an Event whose note is (an event name too long for it is
+    # refused by the CRD: tests/unit/test_cluster_events.py).
+    fields = {f"champ_inconnu_é_{i:02}": True for i in range(40)}
+    jobs.apply(with_pod_spec("long-note", **fields))
+
+    failed = condition(jobs.wait_phase("long-note", "Failed"), "Failed")
+    assert failed["reason"] == "InvalidPodTemplate"
+    assert len(failed["message"].encode()) > 1024
+    posted = wait_for(partial(events_of, jobs, "long-note"), "its event")
+    assert posted[0]["reason"] == "InvalidPodTemplate"
+    assert len(posted[0]["note"].encode()) <= 1024
+    assert failed["message"].startswith(posted[0]["note"].removesuffix("..."))
+    assert_calm(operator)
+
+
+def test_jobs_deleted_while_they_are_reconciled_leave_nothing_alarming(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    # Each job is deleted the moment it is created: its first pass writes the status,
+    # creates the Service and pods of a job that is gone or going.
+    custom = client.CustomObjectsApi(jobs.api)
+    for i in range(40):
+        manifest = job_manifest(f"brief-{i}", annotations=RUN_LONG)
+        custom.create_namespaced_custom_object(
+            "multigpu.dev", "v1alpha1", jobs.namespace, "multigpujobs", manifest
+        )
+        time.sleep(0.05 * (i % 5))  # deleted at different moments of the first pass
+        custom.delete_namespaced_custom_object(
+            "multigpu.dev", "v1alpha1", jobs.namespace, "multigpujobs", f"brief-{i}"
+        )
+
+    def collected() -> bool:
+        pods = jobs.core.list_namespaced_pod(jobs.namespace).items
+        services = jobs.core.list_namespaced_service(jobs.namespace).items
+        return not pods and not services
+
+    wait_for(collected, "every child garbage-collected", timeout=60)
+    time.sleep(2)  # the passes the deletions woke have run
+    assert "mgj_job_info{" not in operator.metrics()
+    assert_calm(operator)
+
+
+def test_a_namespace_deleted_under_running_jobs_ends_them_quietly(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    core: client.CoreV1Api,
+    tmp_path: Path,
+) -> None:
+    # Its own namespace: the test deletes it, as the fixture's would be.
+    namespace = f"doomed-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    operator = OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / "operator.log")
+    operator.start()
+    try:
+        jobs = JobEnv(installed_crd, api_client, core, namespace)
+        for i in range(4):
+            jobs.apply(job_manifest(f"j{i}", annotations=RUN_LONG))
+        for i in range(4):
+            jobs.wait_phase(f"j{i}", "Running")
+        core.delete_namespace(namespace)
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(namespace)
+            except client.ApiException as err:
+                return bool(err.status == 404)
+            return False
+
+        wait_for(gone, "namespace gone", timeout=120)
+        assert_calm(operator)
+    finally:
+        operator.stop()
