@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from multigpu_operator.api.limits import MAX_JOB_SECONDS
 from multigpu_operator.api.status import Phase
 from multigpu_operator.policy.cleanup import after_finish, stay_finished
 from support.policy import job, observed, pod, progress, stamp
@@ -71,13 +72,13 @@ def test_clean_pod_policy(policy: str, deleted: tuple[str, ...]) -> None:
         pytest.param(
             0, {}, 0, {"completion": stamp(0), "delete_job": True}, id="ttl-zero-deletes-at-once"
         ),
-        # Past datetime.max (year 9999) when added to the completion: counted in seconds.
+        # The API's largest TTL (bigger ones are refused) is waited for.
         pytest.param(
-            2**63 - 1,
+            MAX_JOB_SECONDS,
             {"completionTime": stamp(-20)},
             0,
-            {"completion": stamp(-20), "wake": (2**63 - 1 - 20.0,)},
-            id="ttl-beyond-the-calendar-waits",
+            {"completion": stamp(-20), "wake": (MAX_JOB_SECONDS - 20.0,)},
+            id="the-largest-ttl-waits",
         ),
     ],
 )
