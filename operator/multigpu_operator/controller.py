@@ -27,8 +27,7 @@ from typing import Any, TypeVar
 
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
-from multigpu_operator.api.validation import validate_object
+from multigpu_operator.api.status import TERMINAL, Phase
 from multigpu_operator.cluster.admission import refused_field
 from multigpu_operator.cluster.errors import (
     AccessDenied,
@@ -43,12 +42,11 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.plan import DesiredState, PlanError, plan_job
-from multigpu_operator.policy.conditions import Conditions, Event, condition
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.step import StatusUpdate
-from multigpu_operator.policy.timestamps import rfc3339
-from multigpu_operator.reconcile import decide
+from multigpu_operator.reconcile import decide, not_created, plan_object
 from multigpu_operator.settings import Settings
 from multigpu_operator.workqueue import Backoff, WorkQueue
 
@@ -62,12 +60,6 @@ CONFLICT_RETRY_SECONDS = 1.0
 # decided in a worker thread, so that the event loop keeps serving the watches, the
 # other jobs, /metrics and /healthz.
 INLINE_PODS = 100
-# The most pods the operator plans for one job, whatever a stored object says (the CRD
-# bounds spec.replicas below this; an object stored before that bound existed, or with
-# validation off, must not make the operator hold memory in proportion to a typo).
-MAX_PODS = 10_000
-# status.worldSize is an int32: a job with more processes could never write its status.
-MAX_WORLD_SIZE = 2**31 - 1
 # Pods are created this many at a time, and no more batches once one is refused: a job
 # of thousands of pods whose template the server rejects costs one batch of requests.
 CREATE_BATCH = 100
@@ -370,30 +362,6 @@ class WaitingFor(Exception):
     looked at again after the retry backoff, without counting an error."""
 
 
-def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
-    """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
-    planned (pure: may run in a worker thread)."""
-    problems = validate_object(body)
-    if problems:
-        # The API server rejects such a spec; this one was stored before a CRD upgrade
-        # or with validation off, so Job.from_object may not read it.
-        return "; ".join(problems)
-    job = Job.from_object(body)
-    spec = job.spec
-    if spec.replicas > MAX_PODS:
-        return f"spec.replicas: is {spec.replicas}; the operator plans at most {MAX_PODS} pods"
-    if spec.world_size > MAX_WORLD_SIZE:
-        return (
-            f"spec.gpusPerReplica: {spec.replicas} replicas of {spec.processes_per_replica} "
-            f"processes are {spec.world_size}, more than status.worldSize can hold "
-            f"({MAX_WORLD_SIZE})"
-        )
-    try:
-        return job, plan_job(job)
-    except PlanError as err:
-        return str(err)
-
-
 def refusal_message(kind: str, err: Invalid | Forbidden) -> str:
     """What the job's condition says about a refused child: the field to fix and the
     server's own message."""
@@ -402,21 +370,6 @@ def refusal_message(kind: str, err: Invalid | Forbidden) -> str:
     if isinstance(err, Invalid):
         return err.message  # validation names the pod's own field
     return f"{refused_field(err.message)}: {err.message}"
-
-
-def not_created(
-    status: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
-) -> StatusUpdate:
-    """`status` with the Created condition False for `reason` (the server refused a
-    child), and a Warning event the first time, not on every retry."""
-    again = any(
-        c["type"] == ConditionType.CREATED and c.get("reason") == reason
-        for c in status.get("conditions", [])
-    )
-    conditions = Conditions(status, generation, rfc3339(now))
-    conditions.apply([condition(ConditionType.CREATED, False, reason, message)])
-    events = () if again else (Event("Warning", reason, message),)
-    return StatusUpdate({**status, "conditions": conditions.as_list()}, events, None)
 
 
 async def _offload(pods: int, work: Callable[..., T], *args: Any) -> T:

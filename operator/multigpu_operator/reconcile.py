@@ -21,8 +21,9 @@ from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import TERMINAL
-from multigpu_operator.plan import DesiredState
+from multigpu_operator.api.status import TERMINAL, ConditionType
+from multigpu_operator.api.validation import validate_object
+from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy import (
     cleanup,
     containers,
@@ -35,7 +36,16 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
+from multigpu_operator.policy.conditions import Conditions, Event, condition
+from multigpu_operator.policy.step import (
+    Decision,
+    Observed,
+    Outcome,
+    Progress,
+    StatusUpdate,
+    merged,
+)
+from multigpu_operator.policy.timestamps import rfc3339
 
 Step = Callable[[Observed, Progress], Outcome]
 
@@ -73,3 +83,35 @@ def decide(
     if phase in TERMINAL:
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
     return status.conclude(seen, progress, merged(outcomes), phase)
+
+
+def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
+    """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
+    planned (pure: may run in a worker thread)."""
+    problems = validate_object(body)
+    if problems:
+        # The API server rejects such a spec; this one was stored before a CRD upgrade
+        # or with validation off, so Job.from_object may not read it.
+        return "; ".join(problems)
+    # The same checks bound every count (api/limits.py): no stored object makes the
+    # operator plan more pods than the API allows.
+    job = Job.from_object(body)
+    try:
+        return job, plan_job(job)
+    except PlanError as err:
+        return str(err)
+
+
+def not_created(
+    status: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
+) -> StatusUpdate:
+    """`status` with the Created condition False for `reason` (the server refused a
+    child), and a Warning event the first time, not on every retry."""
+    again = any(
+        c["type"] == ConditionType.CREATED and c.get("reason") == reason
+        for c in status.get("conditions", [])
+    )
+    conditions = Conditions(status, generation, rfc3339(now))
+    conditions.apply([condition(ConditionType.CREATED, False, reason, message)])
+    events = () if again else (Event("Warning", reason, message),)
+    return StatusUpdate({**status, "conditions": conditions.as_list()}, events, None)
