@@ -24,18 +24,15 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import celpy
-from celpy import celtypes
 from celpy.evaluation import CELEvalError
 from jsonschema import ValidationError, validators
 from jsonschema.protocols import Validator
 from openapi_schema_validator import OAS30Validator
 
-from multigpu_operator.api import go_values, server_checks
+from multigpu_operator.api import cel, go_values, object_checks, server_checks
 from multigpu_operator.api.openapi import Schema
 from multigpu_operator.api.schema import root_schema
 from multigpu_operator.api.server_checks import SERVER_WORDING
@@ -48,15 +45,15 @@ def validate(spec: Mapping[str, Any], name: str | None = None) -> list[str]:
     when given); [] if it would be accepted."""
     checks = _checks()
     job = _plain({"spec": spec})
-    unknown = sorted(server_checks.unknown_fields(checks.root, job))
+    unknown = sorted(object_checks.unknown_fields(checks.root, job))
     if unknown:
         return [server_checks.unknown_field_line(path) for path in unknown]
     _run(checks.defaults.iter_errors(job))
     found = list(checks.schema.iter_errors(job))
-    errors = server_checks.name_errors(name) if name is not None else []
+    errors = object_checks.name_errors(name) if name is not None else []
     errors += [server_checks.line(e) for e in found]
-    errors += server_checks.scale_errors(job["spec"])
-    if server_checks.NAME_REQUIRED in errors or any(
+    errors += object_checks.scale_errors(job["spec"])
+    if object_checks.NAME_REQUIRED in errors or any(
         e.validator in server_checks.BLOCKING for e in found
     ):
         return [*errors, server_checks.RULES_NOT_CHECKED]
@@ -154,19 +151,19 @@ def _cel_rules(
 ) -> Iterator[ValidationError]:
     """x-kubernetes-validations: each rule's CEL, with `self` the object it is on; an
     error's message is the end of the server's line, its path the object's."""
-    activation = {"self": _cel_value(instance, schema)}
+    activation = {"self": cel.cel_value(instance, schema)}
     for rule in rules:
         if "oldSelf" in rule["rule"]:
             continue  # a transition rule: updates only
-        result = _evaluate(rule["rule"], activation)
+        result = cel.evaluate(rule["rule"], activation)
         if isinstance(result, CELEvalError):
-            text = f"{_error_text(result)} evaluating rule: {rule['message']}"
+            text = f"{cel.error_text(result)} evaluating rule: {rule['message']}"
             yield ValidationError(f'Invalid value: "object": {text}', validator_value="")
         elif not result:
             # Without a fieldPath the server names the object and its type.
             field = rule.get("fieldPath", "")
             value = "" if field else '"object": '
-            message = f"Invalid value: {value}{_message(rule, activation)}"
+            message = f"Invalid value: {value}{cel.message(rule, activation)}"
             yield ValidationError(message, validator_value=field)
 
 
@@ -198,101 +195,6 @@ class _Checks:
 @functools.cache
 def _checks() -> _Checks:
     return _Checks(root_schema())
-
-
-# --- CEL, as the API server evaluates it -----------------------------------------------
-
-_CEL = celpy.Environment()
-# The API server's words for evaluation errors.
-_INVALID_DATA = "invalid data, expected int, got float64"
-_OVERFLOW = "integer overflow"
-
-
-def _message(rule: Mapping[str, str], activation: dict[str, Any]) -> str:
-    """The rule's messageExpression, or its message where that gives nothing usable."""
-    expression = rule.get("messageExpression")
-    if expression:
-        text = _evaluate(expression, activation)
-        if isinstance(text, str) and text.strip() and "\n" not in text:
-            return str(text)
-    return rule["message"]
-
-
-def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
-    try:
-        return _program(expression).evaluate(activation)
-    except CELEvalError as error:
-        return error
-
-
-def _error_text(error: CELEvalError) -> str:
-    """The API server's words for an evaluation error. cel-python wraps an error met by
-    an operator (`a && b` of two errors) in its own, so the cause is looked for inside."""
-    found = repr(error.args)
-    if _INVALID_DATA in found:
-        return _INVALID_DATA
-    if "overflow" in found:
-        return _OVERFLOW
-    return str(error.args[0]) if error.args else "error"
-
-
-def _format(template: celtypes.StringType, args: celtypes.ListType) -> Any:
-    """The strings library's `'...'.format([...])`, for the verbs our messages use: %d (an
-    integer), %s (a string or an integer) and %%."""
-    pieces = re.split(r"(%.)", str(template))
-    values = iter(args)
-    out = []
-    for piece in pieces:
-        if piece == "%%":
-            out.append("%")
-        elif piece in ("%d", "%s"):
-            value = next(values, None)
-            if not isinstance(value, (celtypes.IntType, celtypes.StringType)) or (
-                piece == "%d" and not isinstance(value, celtypes.IntType)
-            ):
-                return CELEvalError(f"format: {piece} of {type(value).__name__}")
-            out.append(str(value))
-        elif piece.startswith("%") and len(piece) == 2:
-            return CELEvalError(f"format: {piece} is not supported offline")
-        else:
-            out.append(piece)
-    return celtypes.StringType("".join(out))
-
-
-@functools.cache
-def _program(rule: str) -> celpy.Runner:
-    """A rule compiled once per process (compiling costs far more than evaluating)."""
-    return _CEL.program(_CEL.compile(rule), functions={"format": _format})
-
-
-def _cel_value(value: Any, schema: Schema | None) -> Any:
-    """A JSON value as the API server's CEL sees it, by its schema: an integer field
-    holding a float (2.0 passes the schema) is an error when a rule reads it."""
-    schema = schema or {}
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        values = schema.get("additionalProperties")
-        return celtypes.MapType(
-            {
-                celtypes.StringType(k): _cel_value(
-                    v, properties.get(k, values if isinstance(values, dict) else None)
-                )
-                for k, v in value.items()
-            }
-        )
-    if isinstance(value, list):
-        return celtypes.ListType([_cel_value(v, schema.get("items")) for v in value])
-    if isinstance(value, bool):
-        return celtypes.BoolType(value)
-    if isinstance(value, str):
-        return celtypes.StringType(value)
-    if value is None:
-        return None
-    if go_values.go_kind(value) == "int64":
-        return celtypes.IntType(value)
-    if schema.get("type") == "integer":
-        return CELEvalError(_INVALID_DATA)
-    return celtypes.DoubleType(float(value))
 
 
 # --- helpers ---------------------------------------------------------------------------
