@@ -63,6 +63,8 @@ INLINE_PODS = 100
 # Pods are created this many at a time, and no more batches once one is refused: a job
 # of thousands of pods whose template the server rejects costs one batch of requests.
 CREATE_BATCH = 100
+# What a user reads when the operator's own permissions are short.
+_RBAC_HINT = " (Forbidden: the operator's RBAC lacks this permission; see its ClusterRole)"
 
 
 def utc_now() -> datetime:
@@ -158,10 +160,11 @@ class Controller:
                 # The API server's answer says it all; a traceback would only add aiohttp.
                 delay = self.queue.retry(key)
                 log.error(
-                    "reconcile of %s/%s failed: HTTP %s: %s; retrying in %.0fs",
+                    "reconcile of %s/%s failed: HTTP %s: %s%s; retrying in %.0fs",
                     *key,
                     err.status,
                     err.message,
+                    _RBAC_HINT if isinstance(err, AccessDenied) else "",
                     delay,
                 )
                 metrics.RECONCILE_ERRORS.inc()
