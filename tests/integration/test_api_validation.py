@@ -25,6 +25,7 @@ from multigpu_operator.api.rules import (
     MSG_ELASTIC_MIN_MAX,
     MSG_ELASTIC_ONLY_FOR_ELASTIC,
     MSG_ELASTIC_REQUIRED,
+    MSG_MIG_ONE_SLICE,
     MSG_MODEL_PARALLEL_ONLY,
     MSG_MODEL_PARALLEL_STAGES,
     MSG_NAME_DNS1035,
@@ -211,6 +212,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         ddp(launcher="Script", gpusPerReplica=2),
         "job",
         f"spec.launcher: Invalid value: {MSG_SCRIPT_ONE_PROCESS}",
+    ),
+    (
+        "mig-two-slices",
+        ddp(gpuResource="nvidia.com/mig-1g.10gb", gpusPerReplica=2),
+        "job",
+        f"spec.gpusPerReplica: Invalid value: {MSG_MIG_ONE_SLICE}",
     ),
 ]
 

@@ -32,6 +32,7 @@ from multigpu_operator.api.rules import (
     MSG_ELASTIC_MIN_MAX,
     MSG_ELASTIC_ONLY_FOR_ELASTIC,
     MSG_ELASTIC_REQUIRED,
+    MSG_MIG_ONE_SLICE,
     MSG_MODEL_PARALLEL_ONLY,
     MSG_MODEL_PARALLEL_STAGES,
     MSG_NAME_DNS1035,
@@ -370,6 +371,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "j",
         MSG_MODEL_PARALLEL_STAGES,
     ),
+    (
+        "mig-two-slices",
+        spec(gpuResource="nvidia.com/mig-1g.10gb", gpusPerReplica=2),
+        "j",
+        MSG_MIG_ONE_SLICE,
+    ),
     ("name-too-long", spec(), "a" * (MAX_NAME_LENGTH + 1), MSG_NAME_TOO_LONG),
     ("name-digit-first", spec(), "1job", MSG_NAME_DNS1035),
     ("name-dot", spec(), "my.job", MSG_NAME_DNS1035),
@@ -428,6 +435,34 @@ def test_the_world_size_is_fixed_except_for_elastic() -> None:
 )
 def test_script_runs_where_each_pod_runs_one_process(raw: dict[str, Any]) -> None:
     assert validate(raw, "j") == []
+
+
+MIG = "nvidia.com/mig-3g.40gb"
+
+# (id, spec, whether the API accepts it): a CUDA process sees one MIG slice, in every mode.
+MIG_SLICES: list[tuple[str, dict[str, Any], bool]] = [
+    ("ddp-one-slice", spec(gpuResource=MIG, gpusPerReplica=1, replicas=4), True),
+    ("ddp-cpu", spec(gpuResource=MIG, gpusPerReplica=0), True),
+    ("ddp-two-slices", spec(gpuResource=MIG, gpusPerReplica=2), False),
+    ("dp-one-slice", spec(mode="DataParallel", gpuResource=MIG), True),
+    ("dp-seven-slices", spec(mode="DataParallel", gpuResource=MIG, gpusPerReplica=7), False),
+    ("mp-one-pod", spec(mode="ModelParallel", gpuResource=MIG, gpusPerReplica=2), False),
+    ("mp-across-pods", spec(mode="ModelParallel", gpuResource=MIG, replicas=2), True),
+    ("elastic-one-slice", elastic(gpuResource=MIG), True),
+    ("elastic-two-slices", elastic(gpuResource=MIG, gpusPerReplica=2), False),
+    ("whole-gpus", spec(gpusPerReplica=8), True),
+    ("other-vendor", spec(gpuResource="amd.com/gpu", gpusPerReplica=8), True),
+    # MIG's "single" strategy names slices nvidia.com/gpu: nothing tells them apart.
+    ("mig-single-strategy", spec(gpuResource="nvidia.com/gpu", gpusPerReplica=2), True),
+]
+
+
+@pytest.mark.parametrize(
+    ("raw", "accepted"), [c[1:] for c in MIG_SLICES], ids=[c[0] for c in MIG_SLICES]
+)
+def test_a_mig_profile_gives_each_pod_one_slice(raw: dict[str, Any], accepted: bool) -> None:
+    refusal = f"spec.gpusPerReplica: Invalid value: {MSG_MIG_ONE_SLICE}"
+    assert validate(raw, "j") == ([] if accepted else [refusal])
 
 
 # Every bounded count and duration: (dotted path under spec, its maximum, a valid spec

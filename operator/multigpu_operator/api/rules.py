@@ -17,6 +17,9 @@ from multigpu_operator.api.spec import MAX_NAME_LENGTH, JobSpec, Launcher, Mode
 
 _DEFAULT_REPLICAS = JobSpec.model_fields["replicas"].default
 
+# NVIDIA's device plugin names MIG slices nvidia.com/mig-<profile> (its "mixed" strategy).
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
 # DNS-1035 label: the job name becomes a Service name, and Services require it.
 DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
@@ -77,6 +80,13 @@ MSG_MODEL_PARALLEL_STAGES = (
     "spec.modelParallel.stages must equal spec.replicas x max(spec.gpusPerReplica, 1) when "
     "spec.mode is ModelParallel with several replicas (one pipeline stage per process); omit "
     "spec.modelParallel.stages to get exactly that"
+)
+MSG_MIG_ONE_SLICE = (
+    "spec.gpusPerReplica must be 0 or 1 when spec.gpuResource is a MIG profile "
+    f"({MIG_RESOURCE_PREFIX}*): one CUDA process sees only one MIG device, so a pod's second "
+    "slice would fail DistributedDataParallel at LOCAL_RANK 1 and be left idle by "
+    "DataParallel; use several replicas of one slice each (spec.gpusPerReplica: 1), or whole "
+    "GPUs"
 )
 MSG_NAME_TOO_LONG = (
     f"metadata.name must be at most {MAX_NAME_LENGTH} characters: pods are named "
@@ -191,6 +201,13 @@ SPEC_RULES: tuple[Rule, ...] = (
         ),
         message=MSG_MODEL_PARALLEL_STAGES,
         field_path=".modelParallel.stages",
+    ),
+    # CUDA enumerates a single MIG instance per process whatever the pod was given, in
+    # every mode (DataParallel and a one-pod pipeline included).
+    Rule(
+        cel=f"self.gpusPerReplica <= 1 || !self.gpuResource.startsWith('{MIG_RESOURCE_PREFIX}')",
+        message=MSG_MIG_ONE_SLICE,
+        field_path=".gpusPerReplica",
     ),
 )
 

@@ -149,7 +149,8 @@ class JobSpec(ApiModel):
         min_length=1,
         description=(
             "Extended resource name the GPUs are requested as, e.g. a MIG profile "
-            "such as nvidia.com/mig-1g.10gb."
+            "such as nvidia.com/mig-1g.10gb. A CUDA process sees only one MIG slice, so a "
+            "MIG profile allows gpusPerReplica 0 or 1: use more replicas for more slices."
         ),
     )
     gpu_product: str | None = Field(
