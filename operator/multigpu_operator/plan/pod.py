@@ -18,6 +18,7 @@ from multigpu_operator.api.template import trainer_index
 from multigpu_operator.plan.env import EnvVar
 from multigpu_operator.plan.errors import Conflicts
 from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
+from multigpu_operator.plan.security import add_security_defaults
 
 TEMPLATE = "spec.template"
 # GPU nodes (whole GPUs and MIG alike) carry this NoSchedule taint.
@@ -86,6 +87,14 @@ def build_pod(job: Job, index: int, env: Sequence[EnvVar], conflicts: Conflicts)
         pod_spec["nodeSelector"] = selector
     if spec.shm_size is not None:
         _add_shm(pod_spec, container, spec.shm_size, path, cpath, conflicts)
+    add_security_defaults(
+        pod_spec,
+        container,
+        _list(pod_spec.get("volumes"), f"{path}.volumes", conflicts),
+        _list(container.get("volumeMounts"), f"{cpath}.volumeMounts", conflicts),
+        path,
+        conflicts,
+    )
     containers[trainer] = container
     pod_spec["containers"] = containers
 
