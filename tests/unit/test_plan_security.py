@@ -4,11 +4,15 @@ unset."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from multigpu_operator.plan import PlanError
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.validation import validate_object
+from multigpu_operator.plan import PlanError, plan_job
 from support.planning import container, job, pod, template, trainer
 
 CLAIM = {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "ckpt"}}
@@ -124,3 +128,22 @@ def test_a_volume_named_like_the_tmp_volume_is_a_conflict() -> None:
 def test_a_pod_security_context_of_the_wrong_shape_is_a_conflict() -> None:
     with pytest.raises(PlanError, match=r"spec.template.spec.securityContext: must be an object"):
         pod(job(tmpl=template(volumes=[CLAIM], securityContext="restricted")))
+
+
+PVC_EXAMPLE = Path(__file__).resolve().parents[2] / "examples/storage/cpu-ddp-checkpoint-pvc.yaml"
+
+
+def test_the_checkpoint_volume_example_gets_both_defaults() -> None:
+    claim, manifest = yaml.safe_load_all(PVC_EXAMPLE.read_text())
+    assert validate_object(manifest) == []
+    manifest["metadata"].update(namespace="ml", uid="u")
+    for p in plan_job(Job.from_object(manifest)).pods:
+        spec = p["spec"]
+        assert spec["securityContext"]["fsGroup"] == 10001
+        assert spec["securityContext"]["runAsUser"] == 10001  # the image's, not 1000
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert (
+            volumes["checkpoints"]["persistentVolumeClaim"]["claimName"]
+            == claim["metadata"]["name"]
+        )
+        assert {"name": "mgj-tmp", "mountPath": "/tmp"} in trainer(p)["volumeMounts"]
