@@ -243,7 +243,7 @@ def test_restricted_pod_security_rejects_a_privileged_pod(
     compliant = {
         "allowPrivilegeEscalation": False,
         "runAsNonRoot": True,
-        "runAsUser": 1000,
+        "runAsUser": 10001,
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 RESTRICTED_POD = {
     "runAsNonRoot": True,
-    "runAsUser": 1000,
+    "runAsUser": 10001,
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}

@@ -79,7 +79,7 @@ def apply_example(cluster: LocalCluster, namespace: str) -> str:
     template = job["spec"]["template"]["spec"]
     template["securityContext"] = {
         "runAsNonRoot": True,
-        "runAsUser": 1000,
+        "runAsUser": 10001,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
     for container in template["containers"]:
