@@ -183,7 +183,8 @@ class Run:
             figures.p99_running_s = p99(reported)
             figures.p50_running_s = statistics.median(reported)
             figures.requests_per_job, figures.requests_by_kind = requests(before, after, len(names))
-            figures.events_per_job = await operator_events(self.api, namespace) / len(names)
+            posted = await operator_events(self.api, namespace, set(names))
+            figures.events_per_job = posted / len(names)
             reconciles = counter_total(after, "mgj_reconcile_duration_seconds_count") - (
                 counter_total(before, "mgj_reconcile_duration_seconds_count")
             )

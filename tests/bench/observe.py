@@ -130,11 +130,16 @@ def start_watches(
     ]
 
 
-async def operator_events(api: client.ApiClient, namespace: str) -> int:
-    """Events on MultiGPUJobs in `namespace` (only the operator posts those)."""
+async def operator_events(api: client.ApiClient, namespace: str, jobs: set[str]) -> int:
+    """Events on the MultiGPUJobs named `jobs` in `namespace` (only the operator posts
+    Events on MultiGPUJobs)."""
     resp = await client.EventsV1Api(api).list_namespaced_event(namespace, _preload_content=False)
     items = json.loads(await resp.read())["items"]
-    return sum((e.get("regarding") or {}).get("kind") == "MultiGPUJob" for e in items)
+    return sum(
+        (e.get("regarding") or {}).get("kind") == "MultiGPUJob"
+        and (e.get("regarding") or {}).get("name") in jobs
+        for e in items
+    )
 
 
 def rss_mib(pid: int, field_name: str = "VmRSS") -> float:
