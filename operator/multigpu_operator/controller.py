@@ -45,6 +45,7 @@ from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS, counts_only
 from multigpu_operator.policy.step import StatusUpdate
 from multigpu_operator.reconcile import decide, not_created, plan_object
 from multigpu_operator.settings import Settings
@@ -92,6 +93,7 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._plans: dict[str, tuple[Any, tuple[Job, DesiredState] | str]] = {}  # by job UID
+        self._counts_since: dict[JobKey, float] = {}  # loop time pod counts were first held
 
     async def start(self) -> None:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
@@ -126,6 +128,8 @@ class Controller:
         if known is not None and _older(body, known):
             return  # our own status write already gave us a newer version
         self.jobs[key] = dict(body)
+        if known is not None and _same_version(body, known):
+            return  # the echo of our own status write: nothing new to reconcile
         self.enqueue(key)
 
     def enqueue(self, key: JobKey) -> None:
@@ -139,6 +143,7 @@ class Controller:
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
+            self._counts_since.pop(key, None)
             self.queue.discard(key)
 
     # Workers ----------------------------------------------------------------
@@ -213,7 +218,9 @@ class Controller:
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
         try:
-            if not await self._write_status(body, update):
+            if not self._counts_held(key, previous, decision.status) and not (
+                await self._write_status(body, update)
+            ):
                 return
         except Invalid as err:
             # Numbers the schema should have bounded (a world size past int32) make a
@@ -238,7 +245,10 @@ class Controller:
             if refused is not None:
                 await self._refused(body, "Service", refused)
                 return
-        refused = await self._create_pods(job.ref.namespace, decision.create_pods)
+        unseen = self.informer.unseen(key)
+        refused = await self._create_pods(
+            key, tuple(p for p in decision.create_pods if p["metadata"]["name"] not in unseen)
+        )
         if refused is not None:
             await self._refused(body, "Pod", refused)
             return
@@ -262,6 +272,21 @@ class Controller:
         self._plans[meta.get("uid", "")] = (key, planned)
         return planned
 
+    def _counts_held(
+        self, key: JobKey, previous: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> bool:
+        """Whether to hold back a status write that only changes pod counts: written at
+        most every COUNTS_WRITE_SECONDS (a timer writes the held counts then, unless a
+        write of something else took them along first)."""
+        if not counts_only(previous, status):
+            return False
+        now = asyncio.get_running_loop().time()
+        since = self._counts_since.setdefault(key, now)
+        if now - since >= COUNTS_WRITE_SECONDS:
+            return False
+        self._wake(key, since + COUNTS_WRITE_SECONDS - now)
+        return True
+
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""
         # A little late rather than early: timestamps in the status have whole seconds.
@@ -281,15 +306,18 @@ class Controller:
         return None
 
     async def _create_pods(
-        self, namespace: str, pods: tuple[dict[str, Any], ...]
+        self, key: JobKey, pods: tuple[dict[str, Any], ...]
     ) -> Invalid | Forbidden | None:
         """Create `pods` in batches; the first refusal, after which no batch is sent.
         Other errors (an outage, RBAC, the namespace going) are raised."""
         for start in range(0, len(pods), CREATE_BATCH):
             batch = pods[start : start + CREATE_BATCH]
             results = await asyncio.gather(
-                *(self.cluster.create_pod(namespace, pod) for pod in batch), return_exceptions=True
+                *(self.cluster.create_pod(key[0], pod) for pod in batch), return_exceptions=True
             )
+            for pod, result in zip(batch, results, strict=True):
+                if not isinstance(result, BaseException):
+                    self.informer.created(key, pod["metadata"]["name"])
             metrics.PODS_CREATED.inc(sum(r is True for r in results))
             errors = [r for r in results if isinstance(r, BaseException)]
             for error in errors:
@@ -343,6 +371,7 @@ class Controller:
         except Conflict:
             self._wake((meta["namespace"], meta["name"]), CONFLICT_RETRY_SECONDS)
             return False
+        self._counts_since.pop((meta["namespace"], meta["name"]), None)
         body["status"] = update.status
         body["metadata"] = {**meta, "resourceVersion": updated["metadata"]["resourceVersion"]}
         key = (meta["namespace"], meta["name"])
@@ -392,6 +421,18 @@ def _refusal(error: BaseException) -> Invalid | Forbidden | None:
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:
     return any(ref["uid"] == uid for ref in pod["metadata"].get("ownerReferences", []))
+
+
+def _same_version(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:
+    """Whether `body` is the very version of the object `known` is (same UID and
+    resourceVersion): a status write's own watch event."""
+    meta, known_meta = body["metadata"], known["metadata"]
+    version = meta.get("resourceVersion")
+    return (
+        version is not None
+        and meta.get("uid") == known_meta.get("uid")
+        and version == known_meta.get("resourceVersion")
+    )
 
 
 def _older(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:

@@ -57,7 +57,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    # async: no I/O here, and a sync handler would cost a hop to kopf's thread pool per event.
     memo["controller"].job_event(event["type"], event["object"])
 
 

@@ -1,16 +1,19 @@
-"""Benchmark: how fast does the operator turn N jobs of M pods into pods?
+"""Benchmark: the operator against the bare client, on the goals of issue 15.
 
-Not a test: it prints figures, never asserts on time. Run against the local cluster:
+Not a test: it prints figures, never asserts on time. Run against the local cluster
+(docs/benchmarks.md has the command lines and recorded runs):
 
-    .venv/bin/python tests/bench/bench_create.py --jobs 200 --pods 8
+    .venv/bin/python tests/bench/bench_create.py --nodes 200 --jobs 100 --pods 8
 
-It adds `--jobs * --pods / 8` simulated GPU nodes (removed afterwards), starts the
-operator as a real process watching a fresh namespace, submits N MultiGPUJobs at
-once, and watches pods arrive. Then, in another fresh namespace, a bare async
-client creates the same N*M pods as fast as it can: the ceiling. Printed:
-jobs/s, p50/p99 latency from a job's submission to the last of its pods being
-created (seen on a watch), API requests per job (the operator's own counter),
-the operator's peak RSS, and each figure's ratio to the bare client.
+It adds `--nodes` simulated 8-GPU nodes (removed afterwards), starts the operator as a
+real process watching a fresh namespace with `--existing` suspended jobs in it, and
+submits `--jobs` MultiGPUJobs of `--pods` pods, all at once or at `--rate` jobs/s
+(`--duration` seconds of it sets the job count). Watches time each job's pods and
+status. Then `--cycles` times the jobs are deleted and created again (the operator's
+memory across cycles). Last, in another fresh namespace, a bare async client creates
+the same pods on the same schedule: what the API server allows, the bar each figure is
+printed against. `--profile FILE` samples the operator with py-spy during the jobs'
+submission and prints the top functions.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import asyncio
 import json
 import statistics
 import sys
-import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +34,46 @@ from kubernetes_asyncio import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.observe import (
+    Timeline,
+    clock,
+    counter_total,
+    cpu_seconds,
+    operator_events,
+    rss_mib,
+    start_watches,
+)
+from bench.report import Figures, print_report
+from bench.sampling import Sampler, top
+
 from cluster.localcluster import LocalCluster, build_tools, gpu_node
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
+JOB_LABEL = "multigpu.dev/job-name"
+BARE_LABEL = "bench/job"
+MEASURED = "bench/measured"
+# kwok runs the pods until this passes (tests/cluster/stages.yaml): none finishes mid-run.
+RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
+WAIT_S = 900
 
 
-def job_manifest(name: str, pods: int) -> dict[str, Any]:
+def job_manifest(name: str, pods: int, suspend: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "MultiGPUJob",
-        "metadata": {"name": name},
+        # Measured jobs carry a label: the delete/create cycles delete them by it.
+        "metadata": {"name": name, "labels": {} if suspend else {MEASURED: "1"}},
         "spec": {
             "mode": "DistributedDataParallel",
             "replicas": pods,
             "gpusPerReplica": 1,
-            "template": {"spec": {"containers": [{"name": "trainer", "image": "trainer:bench"}]}},
+            "suspend": suspend,
+            "template": {
+                "metadata": {"annotations": RUN_LONG},
+                "spec": {"containers": [{"name": "trainer", "image": "trainer:bench"}]},
+            },
         },
     }
 
@@ -54,7 +82,7 @@ def bare_pod(name: str, job: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "labels": {"bench/job": job}},
+        "metadata": {"name": name, "labels": {BARE_LABEL: job}, "annotations": RUN_LONG},
         "spec": {
             "containers": [
                 {
@@ -69,142 +97,192 @@ def bare_pod(name: str, job: str) -> dict[str, Any]:
     }
 
 
-async def watch_pod_arrivals(
-    core: client.CoreV1Api, namespace: str, label: str, want: int, arrivals: dict[str, list[float]]
-) -> None:
-    """Record, per job, the time each of its pods is first seen (ADDED)."""
-    seen = 0
-    listed = json.loads(
-        await (await core.list_namespaced_pod(namespace, _preload_content=False)).read()
-    )
-    rv = listed["metadata"]["resourceVersion"]
-    while seen < want:
-        resp = await core.list_namespaced_pod(
-            namespace,
-            watch=True,
-            resource_version=rv,
-            timeout_seconds=300,
-            _preload_content=False,
-            _request_timeout=600,
-        )
-        async with resp:
-            async for line in resp.content:
-                event = json.loads(line)
-                rv = event["object"]["metadata"].get("resourceVersion", rv)
-                if event["type"] != "ADDED":
-                    continue
-                job = event["object"]["metadata"].get("labels", {}).get(label)
-                if job:
-                    arrivals.setdefault(job, []).append(time.perf_counter())
-                    seen += 1
-                    if seen >= want:
-                        return
-
-
-def summarise(
-    submitted: dict[str, float], arrivals: dict[str, list[float]], pods: int
+async def submit_all(
+    names: list[str], rate: float, submit: Callable[[str], Awaitable[Any]]
 ) -> dict[str, float]:
-    latencies = sorted(max(arrivals[j][:pods]) - t0 for j, t0 in submitted.items())
-    start = min(submitted.values())
-    end = max(max(a) for a in arrivals.values())
-    return {
-        "jobs_per_s": len(submitted) / (end - start),
-        "p50_s": statistics.median(latencies),
-        "p99_s": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
-        "total_s": end - start,
-    }
-
-
-def peak_rss_kib(pid: int) -> int:
-    """The process's high-water resident set size (VmHWM), in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
-async def run_operator(
-    api: client.ApiClient, cluster: LocalCluster, namespace: str, jobs: int, pods: int
-) -> tuple[dict[str, float], float, int]:
-    core = client.CoreV1Api(api)
-    custom = client.CustomObjectsApi(api)
-    proc = OperatorProcess(
-        cluster.kubeconfig, namespace, Path(f"/tmp/bench-operator-{namespace}.log")
-    )
-    proc.start()
-    try:
-        arrivals: dict[str, list[float]] = {}
-        watcher = asyncio.create_task(
-            watch_pod_arrivals(core, namespace, "multigpu.dev/job-name", jobs * pods, arrivals)
-        )
-        await asyncio.sleep(0.5)
-        submitted: dict[str, float] = {}
-
-        async def submit(name: str) -> None:
-            submitted[name] = time.perf_counter()
-            await custom.create_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, job_manifest(name, pods)
-            )
-
-        await asyncio.gather(*(submit(f"job-{i}") for i in range(jobs)))
-        await asyncio.wait_for(watcher, timeout=600)
-        figures = summarise(submitted, arrivals, pods)
-        await asyncio.sleep(2)  # let status writes for the last jobs land before counting
-        requests = sum(
-            float(line.split()[-1])
-            for line in proc.metrics().splitlines()
-            if line.startswith("mgj_api_requests_total{")
-        )
-        assert proc.proc is not None
-        return figures, requests / jobs, peak_rss_kib(proc.proc.pid)
-    finally:
-        proc.stop()
-
-
-async def run_bare(api: client.ApiClient, namespace: str, jobs: int, pods: int) -> dict[str, float]:
-    core = client.CoreV1Api(api)
-    arrivals: dict[str, list[float]] = {}
-    watcher = asyncio.create_task(
-        watch_pod_arrivals(core, namespace, "bench/job", jobs * pods, arrivals)
-    )
-    await asyncio.sleep(0.5)
+    """Submit every name, all at once (rate 0) or `rate` a second; when each was sent."""
+    start = clock()
     submitted: dict[str, float] = {}
 
-    async def submit(job: str) -> None:
-        submitted[job] = time.perf_counter()
-        await asyncio.gather(
-            *(
-                core.create_namespaced_pod(namespace, bare_pod(f"{job}-{i}", job))
-                for i in range(pods)
-            )
+    async def one(i: int, name: str) -> None:
+        if rate:
+            await asyncio.sleep(max(0.0, start + i / rate - clock()))
+        submitted[name] = clock()
+        await submit(name)
+
+    await asyncio.gather(*(one(i, name) for i, name in enumerate(names)))
+    return submitted
+
+
+def latencies(submitted: dict[str, float], done: Callable[[str], float | None]) -> list[float]:
+    return sorted(t - submitted[j] for j in submitted if (t := done(j)) is not None)
+
+
+def p99(values: list[float]) -> float:
+    return values[min(len(values) - 1, int(0.99 * len(values)))] if values else float("nan")
+
+
+def creation_figures(
+    timeline: Timeline, submitted: dict[str, float], pods: int, figures: Figures
+) -> None:
+    created = latencies(submitted, lambda j: timeline.all_created(j, pods))
+    last = max(t for j in submitted if (t := timeline.all_created(j, pods)) is not None)
+    figures.jobs_per_s = len(submitted) / (last - min(submitted.values()))
+    figures.p50_created_s = statistics.median(created)
+    figures.p99_created_s = p99(created)
+
+
+@dataclass
+class Run:
+    args: argparse.Namespace
+    api: client.ApiClient
+    cluster: LocalCluster
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    async def create_job(self, namespace: str, name: str, suspend: bool = False) -> None:
+        await self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, job_manifest(name, self.args.pods, suspend)
         )
 
-    await asyncio.gather(*(submit(f"job-{i}") for i in range(jobs)))
-    await asyncio.wait_for(watcher, timeout=600)
-    return summarise(submitted, arrivals, pods)
+    async def operator(self, namespace: str) -> Figures:
+        args, figures = self.args, Figures()
+        proc = OperatorProcess(
+            self.cluster.kubeconfig, namespace, Path(f"/tmp/bench-operator-{namespace}.log")
+        )
+        proc.start()
+        assert proc.proc is not None
+        pid = proc.proc.pid
+        timeline = Timeline(JOB_LABEL)
+        watches = start_watches(self.api, namespace, timeline)
+        try:
+            old = [f"old-{i}" for i in range(args.existing)]
+            await submit_all(old, 0, lambda n: self.create_job(namespace, n, suspend=True))
+            await timeline.wait(
+                lambda: all(timeline.job_phase.get(n) == "Suspended" for n in old), WAIT_S
+            )
+            before = proc.metrics()
+            cpu_before = cpu_seconds(pid)
+            sampler = Sampler(pid, Path(args.profile)) if args.profile else None
+            names = [f"job-{i}" for i in range(args.jobs)]
+            submitted = await submit_all(names, args.rate, lambda n: self.create_job(namespace, n))
+            await timeline.wait(lambda: all(j in timeline.job_running for j in names), WAIT_S)
+            if sampler is not None:
+                sampler.stop()
+                figures.profile = top(sampler.path)
+            await asyncio.sleep(2)  # the last status writes and Events land
+            after = proc.metrics()
+            creation_figures(timeline, submitted, args.pods, figures)
+            reported = latencies(
+                {j: t for j in names if (t := timeline.all_running(j, args.pods)) is not None},
+                timeline.job_running.get,
+            )
+            figures.p99_running_s = p99(reported)
+            figures.p50_running_s = statistics.median(reported)
+            figures.requests_per_job, figures.requests_by_kind = requests(before, after, len(names))
+            posted = await operator_events(self.api, namespace, set(names))
+            figures.events_per_job = posted / len(names)
+            reconciles = counter_total(after, "mgj_reconcile_duration_seconds_count") - (
+                counter_total(before, "mgj_reconcile_duration_seconds_count")
+            )
+            figures.cpu_per_reconcile_ms = 1000 * (cpu_seconds(pid) - cpu_before) / reconciles
+            figures.rss_mib = rss_mib(pid)
+            figures.peak_rss_mib = rss_mib(pid, "VmHWM")
+            figures.cycle_rss_mib = await self.cycles(namespace, timeline, pid)
+            return figures
+        finally:
+            for task in watches:
+                task.cancel()
+            proc.stop()
+
+    async def cycles(self, namespace: str, timeline: Timeline, pid: int) -> list[float]:
+        """Delete the jobs and create them again, `--cycles` times: RSS after each."""
+        rss = []
+        for cycle in range(self.args.cycles):
+            await self.custom.delete_collection_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, label_selector=MEASURED
+            )
+            await timeline.wait(lambda: not any(timeline.created.values()), WAIT_S)
+            names = [f"c{cycle}-{i}" for i in range(self.args.jobs)]
+            await submit_all(names, self.args.rate, lambda n: self.create_job(namespace, n))
+            await timeline.wait(partial(_all_running, timeline, names), WAIT_S)
+            rss.append(rss_mib(pid))
+        return rss
+
+    async def bare(self, namespace: str) -> Figures:
+        args, figures = self.args, Figures()
+        core = client.CoreV1Api(self.api)
+        timeline = Timeline(BARE_LABEL)
+        watches = start_watches(self.api, namespace, timeline)
+        try:
+            await asyncio.sleep(0.5)
+
+            async def submit(job: str) -> None:
+                await asyncio.gather(
+                    *(
+                        core.create_namespaced_pod(namespace, bare_pod(f"{job}-{i}", job))
+                        for i in range(args.pods)
+                    )
+                )
+
+            names = [f"job-{i}" for i in range(args.jobs)]
+            submitted = await submit_all(names, args.rate, submit)
+            await timeline.wait(
+                lambda: all(timeline.all_created(j, args.pods) for j in names), WAIT_S
+            )
+            creation_figures(timeline, submitted, args.pods, figures)
+            figures.requests_per_job = float(args.pods)
+            return figures
+        finally:
+            for task in watches:
+                task.cancel()
+
+
+def _all_running(timeline: Timeline, names: list[str]) -> bool:
+    return all(j in timeline.job_running for j in names)
+
+
+def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
+    """The operator's requests per job from its own counter, list and watch left out
+    (they are per operator, not per job), and the split by verb and resource."""
+    kinds: dict[str, float] = {}
+    for text, sign in ((after, 1), (before, -1)):
+        for line in text.splitlines():
+            if line.startswith("mgj_api_requests_total{"):
+                labels = line[line.index("{") + 1 : line.index("}")]
+                parts = dict(p.split("=", 1) for p in labels.split(","))
+                kind = f"{parts['verb'].strip(chr(34))} {parts['resource'].strip(chr(34))}"
+                kinds[kind] = kinds.get(kind, 0.0) + sign * float(line.split()[-1])
+    per_job = {k: v / jobs for k, v in kinds.items() if v and k.split()[0] not in ("list", "watch")}
+    split = ", ".join(f"{k}: {v:.2f}" for k, v in sorted(per_job.items()))
+    return sum(per_job.values()), split
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    if args.duration:
+        args.jobs = int(args.rate * args.duration)
     cluster = LocalCluster(build_tools())
-    cluster.up()
+    cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
     cluster.install_crds(REPO / "manifests/crd")
-    run_id = uuid.uuid4().hex[:6]
-    nodes = [gpu_node(f"bench-{run_id}-{i}", 8) for i in range(max(1, args.jobs * args.pods // 8))]
-    cluster.kubectl(
-        "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
-    )
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
     api = client.ApiClient(cfg)
-    namespaces = [f"bench-op-{run_id}", f"bench-bare-{run_id}"]
+    run = Run(args, api, cluster)
+    nodes = [gpu_node(f"bench-{run.run_id}-{i}", 8) for i in range(args.nodes)]
+    cluster.kubectl(
+        "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
+    )
+    namespaces = [f"bench-op-{run.run_id}", f"bench-bare-{run.run_id}"]
     for ns in namespaces:
         cluster.kubectl("create", "namespace", ns)
     try:
-        op, requests_per_job, rss_kib = await run_operator(
-            api, cluster, namespaces[0], args.jobs, args.pods
-        )
-        bare = await run_bare(api, namespaces[1], args.jobs, args.pods)
+        op = await run.operator(namespaces[0])
+        cluster.kubectl("delete", "namespace", namespaces[0], "--wait=false", check=False)
+        bare = await run.bare(namespaces[1])
     finally:
         await api.close()
         for ns in namespaces:
@@ -212,29 +290,21 @@ async def main_async(args: argparse.Namespace) -> None:
         cluster.kubectl(
             "delete", "node", *[n["metadata"]["name"] for n in nodes], "--wait=false", check=False
         )
-
-    print(f"N={args.jobs} jobs x M={args.pods} pods ({args.jobs * args.pods} pods)")
-    print(f"{'':28}{'operator':>12}{'bare client':>14}{'ratio':>9}")
-    for key, label in [
-        ("jobs_per_s", "jobs/s"),
-        ("p50_s", "p50 submit->all pods (s)"),
-        ("p99_s", "p99 submit->all pods (s)"),
-        ("total_s", "wall time (s)"),
-    ]:
-        print(f"{label:28}{op[key]:>12.3f}{bare[key]:>14.3f}{op[key] / bare[key]:>9.2f}")
-    print(
-        f"{'API requests per job':28}{requests_per_job:>12.1f}{args.pods:>14.1f}"
-        f"{requests_per_job / args.pods:>9.2f}"
-    )
-    print(f"operator peak RSS: {rss_kib / 1024:.1f} MiB")
+    print_report(args, op, bare)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--pods", type=int, default=8)
+    parser.add_argument("--nodes", type=int, default=200, help="simulated 8-GPU nodes")
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
+    parser.add_argument("--rate", type=float, default=0, help="jobs/s; 0: all at once")
+    parser.add_argument("--duration", type=float, default=0, help="seconds at --rate")
+    parser.add_argument("--existing", type=int, default=0, help="suspended jobs already there")
+    parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
+    parser.add_argument("--profile", default="", help="py-spy raw output file")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
+from yarl import URL
 
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.errors import (
@@ -47,7 +50,21 @@ async def connect(pool_size: int = 64) -> client.ApiClient:
         )
     # Pods of many jobs are created concurrently; the default pool (4) serialises them.
     cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
+    if cfg.proxy is None:
+        # The proxy variables (HTTPS_PROXY, NO_PROXY) are read once, here, by aiohttp's own
+        # rules ...
+        with contextlib.suppress(LookupError):
+            proxy, auth = get_env_proxy_for_url(URL(cfg.host))
+            cfg.proxy = str(proxy)
+            if auth is not None:
+                cfg.proxy_headers = {"Proxy-Authorization": auth.encode()}
+    api = client.ApiClient(cfg)
+    # ... and not on every request: the client's session trusts the environment, so aiohttp
+    # looks up the proxy variables and ~/.netrc in a worker thread per request, two thread
+    # hops that were a sixth of the operator's samples under load (docs/benchmarks.md).
+    # The client offers no setting for it; aiohttp's session reads this flag per request.
+    api.rest_client.pool_manager._trust_env = False
+    return api
 
 
 @dataclass
@@ -70,14 +87,20 @@ class Kube:
         API_REQUESTS.labels("create", "pods").inc()
         return await _create(
             self.core.create_namespaced_pod(
-                namespace, pod, field_manager=FIELD_MANAGER, field_validation="Strict"
+                namespace,
+                pod,
+                field_manager=FIELD_MANAGER,
+                field_validation="Strict",
+                _preload_content=False,
             )
         )
 
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         API_REQUESTS.labels("create", "services").inc()
         return await _create(
-            self.core.create_namespaced_service(namespace, service, field_manager=FIELD_MANAGER)
+            self.core.create_namespaced_service(
+                namespace, service, field_manager=FIELD_MANAGER, _preload_content=False
+            )
         )
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
@@ -88,7 +111,10 @@ class Kube:
         body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
         # Conflict: the UID precondition failed, so the pod meant is gone.
         with contextlib.suppress(NotFound, Conflict), domain_errors():
-            await self.core.delete_namespaced_pod(name, namespace, body=body if uid else None)
+            resp = await self.core.delete_namespaced_pod(
+                name, namespace, body=body if uid else None, _preload_content=False
+            )
+            await _read(resp)
 
     async def patch_job_status(
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
@@ -103,7 +129,7 @@ class Kube:
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         with domain_errors():
-            updated = await self.custom.patch_namespaced_custom_object_status(
+            resp = await self.custom.patch_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
                 namespace,
@@ -112,8 +138,10 @@ class Kube:
                 body,
                 field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
+                _preload_content=False,
             )
-        return dict(updated)
+            updated: dict[str, Any] = orjson.loads(await _read(resp))
+        return updated
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         """Delete a job (and, by garbage collection, its children); only that very object:
@@ -139,7 +167,10 @@ class Kube:
         body = event_body(job, type_, reason, message, datetime.now(UTC), instance)
         try:
             with domain_errors():
-                await self.events.create_namespaced_event(meta["namespace"], body)
+                resp = await self.events.create_namespaced_event(
+                    meta["namespace"], body, _preload_content=False
+                )
+                await _read(resp)
         except (NamespaceTerminating, NotFound) as err:
             # The namespace is going or gone, and the job with it: nobody reads this Event.
             log.debug("event %s on %s not posted: %s", reason, meta["name"], err.message)
@@ -195,7 +226,7 @@ class Kube:
             resp = await self._list_call(
                 kind, namespace, label_selector=selector, _preload_content=False
             )
-            data = json.loads(await resp.read())
+            data = orjson.loads(await resp.read())
         return data["items"], data["metadata"]["resourceVersion"]
 
     async def _watch(
@@ -227,7 +258,7 @@ class Kube:
         API_REQUESTS.labels("list", "nodes").inc()
         with domain_errors():
             resp = await self.core.list_node(_preload_content=False)
-            data = json.loads(await resp.read())
+            data = orjson.loads(await resp.read())
         return data["items"], data["metadata"]["resourceVersion"]
 
     async def watch_nodes(
@@ -254,7 +285,9 @@ async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
         async for line in resp.content:
             if not line.strip():
                 continue
-            event = json.loads(line)
+            # orjson: decoding the watch's events was the operator's largest own cost
+            # after the request machinery (docs/benchmarks.md); it is twice as fast.
+            event = orjson.loads(line)
             if event["type"] == "ERROR":
                 # A Status object; 410 (Gone) when the version is too old.
                 raise _status_error(event["object"], "watch error")
@@ -264,10 +297,26 @@ async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
 async def _create(request: Awaitable[Any]) -> bool:
     try:
         with domain_errors():
-            await request
+            await _read(await request)
     except Conflict:
         return False
     return True
+
+
+async def _read(resp: Any) -> bytes:
+    """The body of a raw (`_preload_content=False`) answer; an error status raises
+    ApiException as the client's own calls do.
+
+    Raw answers because the generated client turns each into its model classes (a
+    V1Pod of a few hundred objects per created pod), which nothing here reads: that was
+    a tenth of the operator's CPU when creating pods (docs/benchmarks.md)."""
+    async with resp:
+        data: bytes = await resp.read()
+        if not 200 <= resp.status <= 299:
+            err = ApiException(status=resp.status, reason=resp.reason)
+            err.body, err.headers = data, resp.headers  # as the client's own calls set them
+            raise err
+        return data
 
 
 @contextlib.contextmanager

@@ -28,6 +28,11 @@ _TRANSIENT = (
 )
 # Derived again by every pass from the conditions it leaves.
 _DERIVED = ("reason",)
+# Fields that only count the pods. A status that changes in these alone (a 3rd of 8 pods
+# running) is written at most this often, the latest counts at once with any other
+# change (the job Running): one write per pod was most of a job's API requests.
+COUNT_FIELDS = frozenset({"pods", "replicas"})
+COUNTS_WRITE_SECONDS = 5.0
 # Running=False reasons that say why a job that is not finished has not started.
 _HELD_UP = NOT_STARTING | {"BelowMinReplicas"}
 
@@ -95,6 +100,12 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
         requeue_after=min(decided.wake_after) if decided.wake_after else None,
         restarts=progress.restarts - int(seen.previous.get("restarts", 0)),
     )
+
+
+def counts_only(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether `status` differs from `previous` only in the pod counts."""
+    changed = {k for k in {*previous, *status} if previous.get(k) != status.get(k)}
+    return bool(changed) and changed <= COUNT_FIELDS
 
 
 def phase_reason(phase: Phase, conditions: Sequence[Mapping[str, Any]]) -> str | None:

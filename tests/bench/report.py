@@ -1,0 +1,85 @@
+"""The benchmark's figures and their one-line-per-goal report (issue 15's goals), each
+against the bare client measured in the same run where the bare client has one."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+NAN = math.nan
+
+
+@dataclass
+class Figures:
+    jobs_per_s: float = NAN
+    p50_created_s: float = NAN  # submission -> the last of the job's pods created
+    p99_created_s: float = NAN
+    p50_running_s: float = NAN  # all the job's pods Running -> its status says Running
+    p99_running_s: float = NAN
+    requests_per_job: float = NAN  # list and watch left out: they are per operator
+    requests_by_kind: str = ""
+    events_per_job: float = NAN
+    cpu_per_reconcile_ms: float = NAN
+    rss_mib: float = NAN  # with every measured job's pods in the cache
+    peak_rss_mib: float = NAN
+    cycle_rss_mib: list[float] = field(default_factory=list)
+    profile: list[str] = field(default_factory=list)
+
+
+def _line(label: str, op: float, bare: float, goal: str, unit: str = "") -> str:
+    ratio = op / bare if bare and not math.isnan(bare) else NAN
+    bare_text = "-" if math.isnan(bare) else f"{bare:.3f}"
+    ratio_text = "-" if math.isnan(ratio) else f"{ratio:.2f}x"
+    return f"{label:36}{op:>10.3f}{unit:1}{bare_text:>12}{ratio_text:>9}   goal: {goal}"
+
+
+def print_report(args: argparse.Namespace, op: Figures, bare: Figures) -> None:
+    pods = args.pods
+    schedule = f"at {args.rate:g} jobs/s" if args.rate else "all at once"
+    print(
+        f"\n{args.jobs} jobs x {pods} pods ({args.jobs * pods} pods) {schedule}, "
+        f"{args.nodes} nodes, {args.existing} existing jobs"
+    )
+    print(f"{'':36}{'operator':>10} {'bare client':>12}{'ratio':>9}")
+    print(_line("jobs/s", op.jobs_per_s, bare.jobs_per_s, ">= 0.8x"))
+    print(
+        _line("p50 submit -> all pods created (s)", op.p50_created_s, bare.p50_created_s, "<= 1.5x")
+    )
+    sustained = f"<= 1.5x; at a rate: <= bare + 1 s (= {bare.p99_created_s + 1:.3f})"
+    print(
+        _line("p99 submit -> all pods created (s)", op.p99_created_s, bare.p99_created_s, sustained)
+    )
+    print(_line("p50 all pods Running -> job Running", op.p50_running_s, NAN, "-"))
+    print(_line("p99 all pods Running -> job Running", op.p99_running_s, NAN, "<= 1 s"))
+    print(
+        _line(
+            "API requests per job",
+            op.requests_per_job,
+            bare.requests_per_job,
+            f"<= pods + 3 = {pods + 3}",
+        )
+    )
+    print(f"{'':38}({op.requests_by_kind})")
+    print(_line("operator Events per job", op.events_per_job, NAN, "<= 3"))
+    print(
+        _line(
+            "CPU per reconcile (ms)",
+            op.cpu_per_reconcile_ms,
+            NAN,
+            f"flat in existing jobs (here {args.existing})",
+        )
+    )
+    print(_line(f"RSS at {args.jobs * pods} pods (MiB)", op.rss_mib, NAN, "<= 150 at 10,000 pods"))
+    print(_line("peak RSS (MiB)", op.peak_rss_mib, NAN, "-"))
+    if op.cycle_rss_mib:
+        first, last = op.cycle_rss_mib[0], op.cycle_rss_mib[-1]
+        spread = 100 * (max(op.cycle_rss_mib) - min(op.cycle_rss_mib)) / first
+        print(
+            f"{'RSS across cycles (MiB)':36}{first:>10.1f} -> {last:.1f} over "
+            f"{len(op.cycle_rss_mib)} cycles, spread {spread:.1f}%   goal: within 5%"
+        )
+        print(f"{'':38}({', '.join(f'{r:.1f}' for r in op.cycle_rss_mib)})")
+    if op.profile:
+        print("\nprofile of the operator (py-spy):")
+        print("\n".join(op.profile))
