@@ -27,6 +27,7 @@ from multigpu_operator.controller import Controller
 from multigpu_operator.election import LeaderElector, lead
 from multigpu_operator.settings import Settings
 
+log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
 
 
@@ -89,7 +90,11 @@ async def campaign(elector: LeaderElector, memo: kopf.Memo) -> None:
         controller.start_workers()
         reconciling(memo, True)
 
-    await lead(elector, start_reconciling, stop_reconciling)
+    try:
+        await lead(elector, start_reconciling, stop_reconciling)
+    except Exception:
+        # A replica whose election broke would stand by for ever: restart it instead.
+        log.exception("leader election failed")
     memo["lost_leadership"] = True
     memo["stop_flag"].set()
 
