@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import sys
 from typing import Any, cast
 
 import kopf
@@ -10,12 +12,20 @@ import kopf
 from multigpu_operator import handlers
 from multigpu_operator.settings import Settings
 
+# The exit status after losing the leader Lease: the kubelet restarts the container, which
+# comes back as a standby.
+LOST_LEADERSHIP = 1
+
 
 def main() -> None:
     settings = Settings.from_env()
     kopf.configure(verbose=False)
+    # Set by the leader election when the Lease is lost: kopf stops as on SIGTERM.
+    stop_flag = asyncio.Event()
+    memo = kopf.Memo(stop_flag=stop_flag)
     kopf.run(
-        # Standalone: one replica (Recreate); kopf's peering is not leader election.
+        # Standalone: kopf's peering is not leader election; handlers.py runs our own on a
+        # Lease, so that at most one replica reconciles.
         standalone=True,
         namespaces=[settings.namespace] if settings.namespace else (),
         clusterwide=settings.namespace is None,
@@ -25,7 +35,11 @@ def main() -> None:
         # (65532, or any uid OpenShift assigns) has no passwd entry: getpass fails and the
         # operator never starts. (kopf types it as a NewType of str it does not export.)
         identity=cast(Any, socket.gethostname()),
+        stop_flag=stop_flag,
+        memo=memo,
     )
+    if memo.get("lost_leadership"):
+        sys.exit(LOST_LEADERSHIP)
 
 
 if __name__ == "__main__":

@@ -91,18 +91,33 @@ class Controller:
         self._clock = clock  # the time decisions and timestamps are made at
         self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
+        self._reconcilers: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._plans: dict[str, tuple[Any, tuple[Job, DesiredState] | str]] = {}  # by job UID
         self._counts_since: dict[JobKey, float] = {}  # loop time pod counts were first held
 
-    async def start(self) -> None:
+    async def start(self, reconcile: bool = True) -> None:
+        """Start the caches, and the workers unless a leader election starts them."""
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
         self._tasks.append(asyncio.create_task(self.services.run(), name="service-informer"))
-        for i in range(self._workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{i}"))
+        if reconcile:
+            self.start_workers()
+
+    def start_workers(self) -> None:
+        self._reconcilers = [
+            asyncio.create_task(self._worker(), name=f"reconcile-{i}") for i in range(self._workers)
+        ]
+
+    async def stop_workers(self) -> None:
+        """Stop reconciling (leadership lost); the caches keep running."""
+        for task in self._reconcilers:
+            task.cancel()
+        await asyncio.gather(*self._reconcilers, return_exceptions=True)
+        self._reconcilers = []
 
     async def stop(self) -> None:
+        await self.stop_workers()
         for task in [*self._tasks, *self._background]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
@@ -157,6 +172,7 @@ class Controller:
             try:
                 await self.reconcile(key)
             except asyncio.CancelledError:
+                self.queue.add(key)  # cut short: whoever reconciles next does it again
                 raise
             except WaitingFor as waiting:
                 delay = self.queue.retry(key)

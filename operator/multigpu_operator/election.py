@@ -3,9 +3,10 @@
 `acquire()` returns once this replica holds the Lease; `hold()` renews it and returns the
 moment leadership is lost (someone else holds the Lease, or no renewal succeeded within
 the renew deadline), so the caller stops reconciling before any other replica may start;
-`release()` hands the Lease over on a graceful stop. The rules are in leadership.py; the
-Lease is read and written through a LeaseStore (cluster/leases.py), so tests run the
-election against an in-memory one on a fake clock.
+`release()` hands the Lease over on a graceful stop. `lead()` puts them together around
+the controller's workers. The rules are in leadership.py; the Lease is read and written
+through a LeaseStore (cluster/leases.py), so tests run the election against an in-memory
+one on a fake clock.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class LeaderElector:
 
     async def acquire(self) -> None:
         """Return once this replica holds the Lease."""
-        while not await self._try():
+        while not await self._try(self.timings.renew_deadline):
             await self._sleep(self.timings.retry_period)
         log.info("leading: holding Lease as %s", self.identity)
 
@@ -70,7 +71,10 @@ class LeaderElector:
         renewed = self._monotonic()
         while True:
             await self._sleep(self.timings.retry_period)
-            if await self._try():
+            # An API server that does not answer must not keep a renewal waiting past the
+            # deadline: the leader has to stop before anyone else may start.
+            left = self.timings.renew_deadline - (self._monotonic() - renewed)
+            if await self._try(max(left, 0.0)):
                 renewed = self._monotonic()
                 continue
             if self._record is not None and self._record.holder not in ("", self.identity):
@@ -96,8 +100,16 @@ class LeaderElector:
         """Seconds since the API server last answered about the Lease."""
         return None if self.last_contact is None else self._monotonic() - self.last_contact
 
-    async def _try(self) -> bool:
-        """One attempt to take or renew the Lease."""
+    async def _try(self, give_up_after: float) -> bool:
+        """One attempt to take or renew the Lease, given up after `give_up_after` seconds."""
+        try:
+            async with asyncio.timeout(give_up_after):
+                return await self._attempt()
+        except TimeoutError:
+            log.warning("no answer about the Lease within %.1fs", give_up_after)
+            return False
+
+    async def _attempt(self) -> bool:
         try:
             record, version = await self._store.read()
         except ClusterError as err:
@@ -121,3 +133,20 @@ class LeaderElector:
         self._seen_since = self.last_contact = self._monotonic()
         self.leading = True
         return True
+
+
+async def lead(
+    elector: LeaderElector,
+    start_reconciling: Callable[[], None],
+    stop_reconciling: Callable[[], Awaitable[None]],
+) -> None:
+    """Reconcile while this replica holds the Lease: wait for it, start, and stop again
+    the moment it is lost, before another replica may take it. Returns once leadership
+    was lost and reconciling has stopped; when cancelled (a graceful stop), reconciling
+    stops too and the caller releases the Lease."""
+    await elector.acquire()
+    start_reconciling()
+    try:
+        await elector.hold()
+    finally:
+        await stop_reconciling()

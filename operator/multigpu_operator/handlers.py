@@ -9,8 +9,12 @@ the operator is down, and GitOps tools see no drift.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import socket
 import time
+import uuid
 from typing import Any
 
 import kopf
@@ -18,9 +22,12 @@ import kopf
 from multigpu_operator import metrics
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.api import Kube, connect
+from multigpu_operator.cluster.leases import Leases
 from multigpu_operator.controller import Controller
+from multigpu_operator.election import LeaderElector, lead
 from multigpu_operator.settings import Settings
 
+log = logging.getLogger(__name__)
 registry = kopf.OperatorRegistry()
 
 
@@ -44,14 +51,85 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo["api"] = api
     memo["controller"] = controller
     memo["settings"] = config
-    metrics.register_state(lambda: list(controller.jobs.values()), controller.informer.all_pods)
-    memo["metrics"] = await metrics.serve(config.metrics_port)
-    await controller.start()
+    memo["leading"] = False
+    # Standbys serve empty job and pod gauges: a dashboard summing both replicas counts
+    # every job once.
+    metrics.register_state(
+        lambda: list(controller.jobs.values()) if memo["leading"] else [],
+        lambda: controller.informer.all_pods() if memo["leading"] else [],
+    )
+    elector = None
+    if config.leader_election:
+        # client-go's identity: a restarted process is a new candidate, never mistaken
+        # for the one that held the Lease before it.
+        identity = f"{socket.gethostname()}_{uuid.uuid4()}"
+        leases = Leases(api, config.lease_namespace, config.lease_name)
+        elector = LeaderElector(leases, identity, config.lease_timings)
+    memo["elector"] = elector
+    memo["metrics"] = await metrics.serve(
+        config.metrics_port, functools.partial(readiness, controller, elector)
+    )
+    # Caches start on every replica so that a standby takes over warm.
+    await controller.start(reconcile=elector is None)
+    if elector is None:
+        reconciling(memo, True)
+    else:
+        memo["election"] = asyncio.create_task(campaign(elector, memo), name="leader-election")
+
+
+async def campaign(elector: LeaderElector, memo: kopf.Memo) -> None:
+    """Lead while the Lease is ours; once it is lost (workers already stopped), stop the
+    operator so it exits non-zero and the kubelet restarts it as a fresh standby."""
+    controller: Controller = memo["controller"]
+
+    async def stop_reconciling() -> None:
+        await controller.stop_workers()
+        reconciling(memo, False)
+
+    def start_reconciling() -> None:
+        controller.start_workers()
+        reconciling(memo, True)
+
+    try:
+        await lead(elector, start_reconciling, stop_reconciling)
+    except Exception:
+        # A replica whose election broke would stand by for ever: restart it instead.
+        log.exception("leader election failed")
+    memo["lost_leadership"] = True
+    memo["stop_flag"].set()
+
+
+def reconciling(memo: kopf.Memo, leading: bool) -> None:
+    memo["leading"] = leading
+    metrics.LEADER.set(int(leading))
+
+
+def readiness(controller: Controller, elector: LeaderElector | None) -> str | None:
+    """Ready: the caches are synced and, under leader election, the API server answered
+    about the Lease within its duration (a standby that can take over, or the leader)."""
+    if not (controller.informer.synced.is_set() and controller.services.synced.is_set()):
+        return "the pod and Service caches are not synced yet"
+    if elector is None:
+        return None
+    age = elector.contact_age()
+    if age is None:
+        return "the Lease has not been read yet"
+    if age > elector.timings.lease_duration:
+        return f"no answer from the API server about the Lease for {age:.0f}s"
+    return None
 
 
 @kopf.on.cleanup(registry=registry)
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    # Stop renewing, stop reconciling, and only then hand the Lease over: a standby takes
+    # it at its next try, while this replica can no longer act.
+    election: asyncio.Task[None] | None = memo.get("election")
+    if election is not None:
+        election.cancel()
+        await asyncio.gather(election, return_exceptions=True)
     await memo["controller"].stop()
+    if memo.get("elector") is not None:
+        await memo["elector"].release()
     await memo["metrics"].cleanup()
     await memo["api"].close()
 

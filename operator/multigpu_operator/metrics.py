@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -60,6 +60,13 @@ TIME_TO_RUNNING = Histogram(
     ["namespace", "mode"],
     buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600),
 )
+
+LEADER = Gauge(
+    "mgj_leader", "1 on the replica that holds the leader Lease and reconciles, 0 on a standby"
+)
+
+# Why this replica is not ready, or None when it is (a leader or a healthy standby).
+Readiness = Callable[[], str | None]
 
 
 def job_entered(body: Mapping[str, Any], previous: Phase | None, phase: Phase) -> None:
@@ -162,11 +169,18 @@ def register_state(
     return collector
 
 
-async def serve(port: int) -> web.AppRunner:
+async def serve(port: int, readiness: Readiness = lambda: None) -> web.AppRunner:
     """Serve /metrics on the event loop (no thread: the caches are read in-loop), with
-    prometheus-client's own handler (content negotiation, compression, name[] filters)."""
+    prometheus-client's own handler (content negotiation, compression, name[] filters),
+    and /readyz: 200 on a leader or a healthy standby, 503 with the reason otherwise."""
+
+    async def readyz(_: web.Request) -> web.Response:
+        problem = readiness()
+        return web.Response(status=503 if problem else 200, text=problem or "ok")
+
     app = web.Application()
     app.router.add_get("/metrics", make_aiohttp_handler(REGISTRY))
+    app.router.add_get("/readyz", readyz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "0.0.0.0", port).start()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from multigpu_operator.leadership import LeaseTimings
+
+_FALSE = ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -22,15 +26,36 @@ class Settings:
     # while a brief outage heals within seconds. Watch events still reconcile at once.
     retry_base_seconds: float = 2
     retry_max_seconds: float = 60
+    # Leader election: only the replica holding the Lease reconciles; the others keep
+    # their caches warm and take over when it stops renewing. Off, every process
+    # reconciles: run exactly one.
+    leader_election: bool = True
+    lease_name: str = "multigpu-operator"
+    # The chart sets the release namespace; a process outside a cluster defaults to the
+    # namespace it watches, or "default" when it watches them all.
+    lease_namespace: str = "default"
+    lease_timings: LeaseTimings = field(default_factory=LeaseTimings)
+
+    def __post_init__(self) -> None:
+        self.lease_timings.check()
 
     @classmethod
     def from_env(cls) -> Settings:
+        namespace = os.environ.get("MGJ_NAMESPACE") or None
         return cls(
-            namespace=os.environ.get("MGJ_NAMESPACE") or None,
+            namespace=namespace,
             metrics_port=int(os.environ.get("MGJ_METRICS_PORT", "9090")),
             liveness_port=int(os.environ.get("MGJ_LIVENESS_PORT", "8080")),
             workers=int(os.environ.get("MGJ_WORKERS", "32")),
             watch_stale_seconds=float(os.environ.get("MGJ_WATCH_STALE_SECONDS", "600")),
             retry_base_seconds=float(os.environ.get("MGJ_RETRY_BASE_SECONDS", "2")),
             retry_max_seconds=float(os.environ.get("MGJ_RETRY_MAX_SECONDS", "60")),
+            leader_election=os.environ.get("MGJ_LEADER_ELECTION", "true").lower() not in _FALSE,
+            lease_name=os.environ.get("MGJ_LEASE_NAME") or "multigpu-operator",
+            lease_namespace=os.environ.get("MGJ_LEASE_NAMESPACE") or namespace or "default",
+            lease_timings=LeaseTimings(
+                lease_duration=float(os.environ.get("MGJ_LEASE_DURATION_SECONDS", "10")),
+                renew_deadline=float(os.environ.get("MGJ_RENEW_DEADLINE_SECONDS", "7")),
+                retry_period=float(os.environ.get("MGJ_RETRY_PERIOD_SECONDS", "2")),
+            ),
         )

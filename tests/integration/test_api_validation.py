@@ -427,6 +427,9 @@ def test_kustomize_base_installs_on_the_server(
         "CustomResourceDefinition",
         "Deployment",
         "Namespace",
+        "PodDisruptionBudget",
+        "Role",  # the leader election's Lease
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]

@@ -68,7 +68,9 @@ def start_operator_as_chart_account(
     kubeconfig = service_account_kubeconfig(
         cluster, namespace, full_name(namespace), tmp_path / "operator.kubeconfig"
     )
-    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
+    # With leader election on the chart's Lease: the chart's Role must allow it.
+    election = {"MGJ_LEADER_ELECTION": "true", "MGJ_LEASE_NAME": full_name(namespace)}
+    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log", election)
     operator.start()
     return operator
 

@@ -54,7 +54,9 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
     installed_crd.kubectl("apply", "-f", str(REPO / "manifests/operator/namespace.yaml"))
     installed_crd.kubectl("apply", "-k", str(REPO / "manifests/rbac"))
     kubeconfig = service_account_kubeconfig(installed_crd, tmp_path / "operator.kubeconfig")
-    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log")
+    # Leader election on the base's Lease, in the operator's namespace (its Role's).
+    election = {"MGJ_LEADER_ELECTION": "true", "MGJ_LEASE_NAMESPACE": SERVICE_ACCOUNT[0]}
+    operator = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log", election)
     operator.start()
     try:
         job: dict[str, Any] = yaml.safe_load((REPO / "examples/ddp.yaml").read_text())

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -20,12 +21,22 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    """One operator watching one namespace, so tests stay independent."""
+    """One operator watching one namespace, so tests stay independent.
 
-    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path) -> None:
+    Leader election is off unless `env` turns it on: a lone process needs none, and a
+    SIGKILLed one would leave its successor waiting out the Lease."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.log_path = log_path
+        self.env = {"MGJ_LEADER_ELECTION": "false", **(env or {})}
         self.metrics_port = free_port()
         self.liveness_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -37,6 +48,7 @@ class OperatorProcess:
             MGJ_NAMESPACE=self.namespace,
             MGJ_METRICS_PORT=str(self.metrics_port),
             MGJ_LIVENESS_PORT=str(self.liveness_port),
+            **self.env,
         )
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -67,6 +79,14 @@ class OperatorProcess:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: a graceful stop, as in a rolling update."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def ready(self) -> bool:
+        return self._get(f"http://127.0.0.1:{self.metrics_port}/readyz") is not None
 
     def metrics(self) -> str:
         body = self._get(f"http://127.0.0.1:{self.metrics_port}/metrics")

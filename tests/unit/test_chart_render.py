@@ -17,6 +17,14 @@ from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only,
 
 REPO = Path(__file__).resolve().parents[2]
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+ELECTION_ENV = {
+    "MGJ_LEADER_ELECTION",
+    "MGJ_LEASE_NAME",
+    "MGJ_LEASE_NAMESPACE",
+    "MGJ_LEASE_DURATION_SECONDS",
+    "MGJ_RENEW_DEADLINE_SECONDS",
+    "MGJ_RETRY_PERIOD_SECONDS",
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +55,9 @@ def test_default_values_install_the_operator_and_nothing_optional(default: list[
         "ClusterRoleBinding",
         "Deployment",
         "Pod",  # the `helm test` hook
+        "PodDisruptionBudget",
+        "Role",  # the leader election's Lease
+        "RoleBinding",
         "Service",
         "ServiceAccount",
     ]
@@ -81,12 +92,113 @@ def test_cluster_role_equals_the_kustomize_base(default: list[Manifest]) -> None
     ]
 
 
-def test_operator_deployment_is_single_replica_restricted_and_probed(
+def test_leader_election_role_grants_leases_only_in_the_release_namespace(
+    default: list[Manifest],
+) -> None:
+    base = yaml.safe_load((REPO / "manifests/rbac/role.yaml").read_text())
+    role, binding = only(default, "Role"), only(default, "RoleBinding")
+    assert rules_of(role) == rules_of(base)
+    assert {r["apiGroups"][0] for r in role["rules"]} == {"coordination.k8s.io"}
+    assert {r["resources"][0] for r in role["rules"]} == {"leases"}
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "multigpu-system"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    account = only(default, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+    ]
+
+
+def test_leader_election_settings_reach_the_operator(
+    default: list[Manifest], all_enabled: list[Manifest]
+) -> None:
+    def env(objects: list[Manifest]) -> dict[str, str]:
+        container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e["value"] for e in container["env"] if e["name"] in ELECTION_ENV}
+
+    assert env(default) == {
+        "MGJ_LEADER_ELECTION": "true",
+        "MGJ_LEASE_NAME": "multigpu-operator",
+        "MGJ_LEASE_NAMESPACE": "multigpu-system",
+        "MGJ_LEASE_DURATION_SECONDS": "10",
+        "MGJ_RENEW_DEADLINE_SECONDS": "7",
+        "MGJ_RETRY_PERIOD_SECONDS": "2",
+    }
+    assert env(all_enabled) == {
+        "MGJ_LEADER_ELECTION": "true",
+        "MGJ_LEASE_NAME": "ml-team-operator",
+        "MGJ_LEASE_NAMESPACE": "multigpu-system",
+        "MGJ_LEASE_DURATION_SECONDS": "15",
+        "MGJ_RENEW_DEADLINE_SECONDS": "10",
+        "MGJ_RETRY_PERIOD_SECONDS": "3",
+    }
+    assert only(all_enabled, "Deployment")["spec"]["replicas"] == 3
+    assert only(all_enabled, "PodDisruptionBudget")["spec"]["minAvailable"] == 2
+
+
+def test_a_disruption_budget_keeps_one_replica_only_when_there_are_two(
+    tools: Tools, default: list[Manifest]
+) -> None:
+    budget = only(default, "PodDisruptionBudget")["spec"]
+    template = only(default, "Deployment")["spec"]["template"]
+    assert budget["minAvailable"] == 1
+    assert budget["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+    # One replica with minAvailable 1 would block every node drain.
+    assert find(render(tools, "--set", "replicaCount=1"), "PodDisruptionBudget") == []
+
+
+def test_without_leader_election_one_replica_and_no_lease_role(tools: Tools) -> None:
+    objects = render(tools, "--set", "leaderElection.enabled=false", "--set", "replicaCount=1")
+    assert find(objects, "Role") == []
+    container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "MGJ_LEADER_ELECTION", "value": "false"} in container["env"]
+
+
+def test_lease_timings_client_go_refuses_are_refused_at_render(tools: Tools) -> None:
+    result = helm(
+        tools, "template", "x", str(CHART), "--set", "leaderElection.renewDeadlineSeconds=10",
+        check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "leaseDurationSeconds > renewDeadlineSeconds > 1.2 x retryPeriodSeconds" in (
+        result.stderr
+    )
+
+
+def test_kustomize_deployment_runs_the_same_replicas_strategy_and_probes(
+    default: list[Manifest],
+) -> None:
+    base = yaml.safe_load((REPO / "manifests/operator/deployment.yaml").read_text())
+    chart = only(default, "Deployment")
+    for spec in (base["spec"], chart["spec"]):
+        (container,) = spec["template"]["spec"]["containers"]
+        assert (spec["replicas"], spec["strategy"]) == (
+            2,
+            {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        )
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["MGJ_LEASE_NAME"] == "multigpu-operator"
+        assert env["MGJ_LEASE_NAMESPACE"] == "multigpu-system"
+    budget = yaml.safe_load((REPO / "manifests/operator/pod_disruption_budget.yaml").read_text())
+    assert (
+        budget["spec"]["minAvailable"]
+        == only(default, "PodDisruptionBudget")["spec"]["minAvailable"]
+    )
+    assert budget["spec"]["selector"] == base["spec"]["selector"]
+
+
+def test_operator_deployment_is_two_replicas_rolling_restricted_and_probed(
     default: list[Manifest],
 ) -> None:
     deployment = only(default, "Deployment")
     spec = deployment["spec"]
-    assert (spec["replicas"], spec["strategy"]) == (1, {"type": "Recreate"})
+    assert spec["replicas"] == 2
+    assert spec["strategy"]["type"] == "RollingUpdate"
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == only(default, "ServiceAccount")["metadata"]["name"]
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -102,11 +214,12 @@ def test_operator_deployment_is_single_replica_restricted_and_probed(
     assert container["resources"]["limits"]["memory"]
     env = {e["name"]: e["value"] for e in container["env"]}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    # The probes hit kopf's liveness endpoint, which runs the pod-watch probe.
+    # Liveness hits kopf's endpoint, which runs the pod-watch probe; readiness the
+    # operator's /readyz beside /metrics (a healthy standby is Ready).
     assert int(env["MGJ_LIVENESS_PORT"]) == ports["healthz"]
     assert int(env["MGJ_METRICS_PORT"]) == ports["metrics"]
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert "MGJ_NAMESPACE" not in env
 
 
@@ -180,7 +293,9 @@ def test_zero_replicas_installs_everything_but_the_operator_pod(tools: Tools) ->
 @pytest.mark.parametrize(
     ("setting", "complaint"),
     [
-        ("replicaCount=2", "/replicaCount"),
+        ("replicaCount=2,leaderElection.enabled=false", "/replicaCount"),
+        ("leaderElection.leaseDurationSeconds=-1", "/leaderElection/leaseDurationSeconds"),
+        ("podDisruptionBudget.minAvailable=half", "/podDisruptionBudget/minAvailable"),
         ("replicaCount=one", "/replicaCount"),
         ("serviceMonitor.interval=thirty", "/serviceMonitor/interval"),
         ("serviceMonitr.enabled=true", "serviceMonitr"),

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict
-from multigpu_operator.election import LeaderElector
+from multigpu_operator.election import LeaderElector, lead
 from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -174,3 +174,77 @@ async def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
     lease.version += 1
     await asyncio.wait_for(holding, timeout=TIMINGS.retry_period + 0.1)
     assert not a.leading
+
+
+class HungLease(MemoryLease):
+    """An API server that stops answering: reads wait while `answering` is clear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering = asyncio.Event()
+        self.answering.set()
+
+    def store(self, who: str) -> Store:
+        return HungStore(self, who)
+
+
+class HungStore(Store):
+    lease: HungLease
+
+    async def read(self) -> tuple[LeaseRecord | None, str | None]:
+        await self.lease.answering.wait()
+        return await super().read()
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_a_renewal_without_answer_still_ends_leadership_by_the_renew_deadline() -> None:
+    lease = HungLease()
+    a = elector(lease, "a")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await asyncio.sleep(3)
+    lease.answering.clear()
+    hung = asyncio.get_running_loop().time()
+    await holding
+    assert not a.leading
+    assert asyncio.get_running_loop().time() - hung <= TIMINGS.renew_deadline
+
+
+class Workers:
+    """What lead() starts and stops, with the loop time of each."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, float]] = []
+
+    def start(self) -> None:
+        self.log.append(("start", asyncio.get_running_loop().time()))
+
+    async def stop(self) -> None:
+        await asyncio.sleep(0.1)  # cancelling the workers takes a moment
+        self.log.append(("stop", asyncio.get_running_loop().time()))
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_lead_reconciles_only_while_holding_and_stops_before_the_next_leader() -> None:
+    lease = MemoryLease()
+    a, b = elector(lease, "a"), elector(lease, "b")
+    workers_a, workers_b = Workers(), Workers()
+    leading_a = asyncio.create_task(lead(a, workers_a.start, workers_a.stop))
+    await asyncio.sleep(1)
+    leading_b = asyncio.create_task(lead(b, workers_b.start, workers_b.stop))
+    await asyncio.sleep(20)
+    assert [what for what, _ in workers_a.log] == ["start"]
+    assert workers_b.log == []  # a standby: caches only
+    lease.down.add("a")  # a is cut off from the API server
+    await leading_a  # returns: leadership lost, workers stopped
+    (_, a_stopped) = workers_a.log[-1]
+    await asyncio.sleep(15)
+    assert [what for what, _ in workers_b.log] == ["start"]
+    (_, b_started) = workers_b.log[0]
+    assert a_stopped < b_started
+    leading_b.cancel()  # a graceful stop: the workers stop too
+    with pytest.raises(asyncio.CancelledError):
+        await leading_b
+    assert [what for what, _ in workers_b.log] == ["start", "stop"]

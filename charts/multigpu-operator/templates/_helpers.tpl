@@ -37,3 +37,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "mgj.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "mgj.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{- define "mgj.leaseName" -}}
+{{- default (include "mgj.fullname" .) .Values.leaderElection.leaseName -}}
+{{- end -}}

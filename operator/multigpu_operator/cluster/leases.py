@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 
 from multigpu_operator.cluster.api import domain_errors
-from multigpu_operator.cluster.errors import NotFound
+from multigpu_operator.cluster.errors import NotFound, from_status
 from multigpu_operator.leadership import LeaseRecord
 from multigpu_operator.metrics import API_REQUESTS
 
@@ -35,7 +35,7 @@ class Leases:
                 resp = await self._coordination.read_namespaced_lease(
                     self.name, self.namespace, _preload_content=False
                 )
-                lease = await resp.json()
+                lease = await _answer(resp)
         except NotFound:
             return None, None
         return _record(lease.get("spec") or {}), lease["metadata"]["resourceVersion"]
@@ -61,8 +61,17 @@ class Leases:
                 resp = await self._coordination.replace_namespaced_lease(
                     self.name, self.namespace, body, _preload_content=False
                 )
-            written = await resp.json()
+            written = await _answer(resp)
         return str(written["metadata"]["resourceVersion"])
+
+
+async def _answer(resp: Any) -> dict[str, Any]:
+    """The response's JSON, or the domain error for the server's refusal: the client
+    raises none for a response it does not read itself (_preload_content=False)."""
+    body: dict[str, Any] = await resp.json()
+    if not 200 <= resp.status < 300:
+        raise from_status(resp.status, str(body.get("message", resp.reason)))
+    return body
 
 
 def _spec(record: LeaseRecord) -> dict[str, Any]:
