@@ -40,6 +40,7 @@ from multigpu_operator.cluster.errors import (
     QuotaExceeded,
 )
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
+from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
@@ -84,6 +85,8 @@ class Controller:
         self.services = ServiceInformer(cluster, self.enqueue, settings.namespace)
         # For telling "no node can ever fit" from "the cluster is busy" (policy/fit.py).
         self.nodes = NodeInformer(cluster)
+        # Jobs queued in Kueue: their Workloads (cluster/kueue_jobs.py).
+        self.kueue = KueueJobs(cluster, self.enqueue, settings.namespace, settings.kueue)
         self.queue: WorkQueue[JobKey] = WorkQueue(
             Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
         )
@@ -97,6 +100,8 @@ class Controller:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
         self._tasks.append(asyncio.create_task(self.services.run(), name="service-informer"))
+        if self.kueue.mode != "off":
+            self._tasks.append(asyncio.create_task(self.kueue.informer.run(), name="workloads"))
         for i in range(self._workers):
             self._tasks.append(asyncio.create_task(self._worker(), name=f"reconcile-{i}"))
 
@@ -136,6 +141,7 @@ class Controller:
         """The job with `uid` is gone: no more passes, timers, metrics series or plans.
         (A new job of the same name, already cached, is left alone.)"""
         self._plans.pop(uid, None)
+        self._spawn(self.kueue.release(key, uid))
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
@@ -146,6 +152,8 @@ class Controller:
     async def _worker(self) -> None:
         await self.informer.synced.wait()
         await self.services.synced.wait()
+        if self.kueue.mode != "off":
+            await self.kueue.informer.synced()
         while True:
             key = await self.queue.get()
             start = time.perf_counter()
@@ -200,6 +208,7 @@ class Controller:
         job, desired = planned
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         previous = body.get("status") or {}
+        queued = self.kueue.standing(key, job) if self.kueue.queued(job) else (None, None)
         decision = await _offload(
             len(desired.pods),
             decide,
@@ -209,6 +218,7 @@ class Controller:
             previous,
             self._clock(),
             self.nodes.nodes(),
+            *queued,
         )
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
@@ -242,6 +252,10 @@ class Controller:
         if refused is not None:
             await self._refused(body, "Pod", refused)
             return
+        if decision.workload is not None:
+            waiting = await self.kueue.write(job, desired, decision.workload, queued[1])
+            if waiting:
+                raise WaitingFor(waiting)
         if decision.delete_job:
             log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
             await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)

@@ -22,6 +22,9 @@ class Settings:
     # while a brief outage heals within seconds. Watch events still reconcile at once.
     retry_base_seconds: float = 2
     retry_max_seconds: float = 60
+    # Jobs labelled kueue.x-k8s.io/queue-name run only when Kueue admits them: auto (when
+    # Kueue's Workload API is served at start-up), on, or off (cluster/kueue_jobs.py).
+    kueue: str = "auto"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -33,4 +36,5 @@ class Settings:
             watch_stale_seconds=float(os.environ.get("MGJ_WATCH_STALE_SECONDS", "600")),
             retry_base_seconds=float(os.environ.get("MGJ_RETRY_BASE_SECONDS", "2")),
             retry_max_seconds=float(os.environ.get("MGJ_RETRY_MAX_SECONDS", "60")),
+            kueue=os.environ.get("MGJ_KUEUE", "auto"),
         )

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from multigpu_operator.api import kueue
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
 from multigpu_operator.api.limits import (
@@ -34,10 +35,6 @@ KIND = "MultiGPUJob"
 PLURAL = "multigpujobs"
 SINGULAR = "multigpujob"
 SHORT_NAME = "mgj"
-# Kueue's plain pod-group integration: what a job's pods carry when the job has a queue.
-KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
-KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
-KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 # Longest job name whose children stay valid DNS labels: pods are `<name>-<index>`
 # (index up to 5 digits) and their hostnames must fit in 63 characters.
 MAX_NAME_LENGTH = 56
@@ -273,8 +270,10 @@ class Job:
     ref: JobRef
     spec: JobSpec
     generation: int = 1
-    # The job's kueue.x-k8s.io/queue-name label: its pods then form a Kueue pod group.
+    # The job's Kueue labels: the LocalQueue it waits in (None: not queued in Kueue) and
+    # its WorkloadPriorityClass (policy/queueing.py).
     queue_name: str | None = None
+    priority_class: str | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -289,5 +288,6 @@ class Job:
             ),
             spec=JobSpec.model_validate(obj.get("spec", {})),
             generation=int(meta.get("generation", 1)),
-            queue_name=(meta.get("labels") or {}).get(KUEUE_QUEUE_NAME) or None,
+            queue_name=(meta.get("labels") or {}).get(kueue.QUEUE_NAME_LABEL) or None,
+            priority_class=(meta.get("labels") or {}).get(kueue.PRIORITY_CLASS_LABEL) or None,
         )
