@@ -82,9 +82,9 @@ class QueuedRun:
         self.workload: dict[str, Any] | None = None
 
     def kueue_writes(self, status: dict[str, Any], finalizers: bool = True) -> None:
-        meta = {"name": "wl", "resourceVersion": "7", "generation": 1}
+        meta: dict[str, Any] = {"name": "wl", "resourceVersion": "7", "generation": 1}
         if finalizers:
-            meta["finalizers"] = [kueue.RESOURCE_IN_USE_FINALIZER]  # type: ignore[assignment]
+            meta["finalizers"] = [kueue.RESOURCE_IN_USE_FINALIZER]
         self.workload = {"metadata": meta, "status": copy.deepcopy(status)}
 
     def step(self, seconds: float = 1) -> Decision:
