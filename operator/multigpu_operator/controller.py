@@ -141,7 +141,6 @@ class Controller:
         """The job with `uid` is gone: no more passes, timers, metrics series or plans.
         (A new job of the same name, already cached, is left alone.)"""
         self._plans.pop(uid, None)
-        self._spawn(self.kueue.release(key, uid))
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
@@ -189,7 +188,10 @@ class Controller:
     async def reconcile(self, key: JobKey) -> None:
         body = self.jobs.get(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            return  # deleted, or being deleted: garbage collection removes the children
+            # Deleted, or being deleted: garbage collection removes the children, the
+            # Workload once it is released.
+            await self.kueue.release_deleted(key)
+            return
         try:
             await self._reconcile(key, body)
         except (NotFound, NamespaceTerminating) as err:

@@ -22,8 +22,13 @@ def free_port() -> int:
 class OperatorProcess:
     """One operator watching one namespace, so tests stay independent."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, namespace: str, log_path: Path, kueue: str = "off"
+    ) -> None:
+        """`kueue`: MGJ_KUEUE. Off unless a test asks: Kueue's CRDs may be on the shared
+        cluster (tests/integration/test_kueue.py), and only those tests queue jobs."""
         self.kubeconfig = kubeconfig
+        self.kueue = kueue
         self.namespace = namespace
         self.log_path = log_path
         self.metrics_port = free_port()
@@ -37,6 +42,7 @@ class OperatorProcess:
             MGJ_NAMESPACE=self.namespace,
             MGJ_METRICS_PORT=str(self.metrics_port),
             MGJ_LIVENESS_PORT=str(self.liveness_port),
+            MGJ_KUEUE=self.kueue,
         )
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(

@@ -325,10 +325,9 @@ class Kube:
         """Merge-patch a Workload (its status subresource with `status`), only if it has
         not changed since `resource_version` (if given): Conflict otherwise."""
         API_REQUESTS.labels("patch", "workloads/status" if status else kueue.WORKLOADS).inc()
-        body = {
-            **patch,
-            "metadata": {**patch.get("metadata", {}), "resourceVersion": resource_version},
-        }
+        body = dict(patch)
+        if resource_version:
+            body["metadata"] = {**patch.get("metadata", {}), "resourceVersion": resource_version}
         call = (
             self.custom.patch_namespaced_custom_object_status
             if status

@@ -95,16 +95,16 @@ class KueueJobs:
             log.info("Workload %s/%s not written: %s", namespace, meta["name"], err.message)
         return None
 
-    async def release(self, key: JobKey, uid: str) -> None:
-        """The job is deleted: drop the finalizer Kueue put on its Workload, so garbage
-        collection can remove it (Kueue's job framework does this for its own kinds)."""
-        workload = self.informer.workload_of(key, uid)
-        if workload is None:
+    async def release_deleted(self, key: JobKey) -> None:
+        """The job is gone: drop the finalizer of its Workload once garbage collection
+        deletes it (Kueue's job framework does so for a Workload being deleted)."""
+        workload = self.informer.any_workload_of(key)
+        if workload is None or not workload["metadata"].get("deletionTimestamp"):
             return
         try:
             await self._drop_finalizer(key[0], workload)
         except NotFound:
-            pass  # garbage collection was first
+            pass  # gone already
         except ClusterError as err:
             log.warning(
                 "Workload %s/%s keeps Kueue's finalizer: %s",

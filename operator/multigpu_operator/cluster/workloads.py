@@ -176,6 +176,10 @@ class WorkloadInformer:
             return None
         return workload
 
+    def any_workload_of(self, key: JobKey) -> dict[str, Any] | None:
+        """The Workload last seen for a job of this name, whichever its UID."""
+        return self._by_job.get(key)
+
     def flavors_by_name(self) -> dict[str, dict[str, Any]]:
         return {name: flavor for (_, name), flavor in self.flavors.objects.items()}
 
