@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from multigpu_operator import metrics
-from multigpu_operator.api.spec import Job
+from multigpu_operator.api.spec import OPERATOR_CONTROLLER, Job
 from multigpu_operator.api.status import TERMINAL, Phase
 from multigpu_operator.cluster.admission import refused_field
 from multigpu_operator.cluster.errors import (
@@ -204,10 +204,19 @@ class Controller:
 
     async def _reconcile(self, key: JobKey, body: dict[str, Any]) -> None:
         planned = await self._plan(body)
+        if isinstance(planned, str) and not _managed_here(body):
+            return
         if isinstance(planned, str):
             await self._fail(body, "InvalidSpec", planned)
             return
         job, desired = planned
+        if not job.spec.managed_here:
+            # Another controller's job: no pods, no status; a job MultiKueue dispatches
+            # still needs its Workload here (Kueue's job-framework part is ours).
+            waiting = await self.kueue.dispatched(key, job, desired)
+            if waiting:
+                raise WaitingFor(waiting)
+            return
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         previous = body.get("status") or {}
         queued = self.kueue.standing(key, job) if self.kueue.queued(job) else (None, None)
@@ -404,6 +413,10 @@ def _refusal(error: BaseException) -> Invalid | Forbidden | None:
     if isinstance(error, NamespaceTerminating | AccessDenied):
         return None
     return error if isinstance(error, Invalid | Forbidden) else None
+
+
+def _managed_here(body: Mapping[str, Any]) -> bool:
+    return (body.get("spec") or {}).get("managedBy") in (None, OPERATOR_CONTROLLER)
 
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:

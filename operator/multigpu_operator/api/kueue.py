@@ -25,6 +25,8 @@ PRIORITY_CLASS_LABEL = f"{GROUP}/priority-class"
 PREBUILT_WORKLOAD_LABEL = f"{GROUP}/prebuilt-workload-name"
 # spec.managedBy of a job that MultiKueue dispatches to a worker cluster.
 MULTIKUEUE_CONTROLLER = f"{GROUP}/multikueue"
+# On what MultiKueue creates in a worker cluster: the manager it came from.
+MULTIKUEUE_ORIGIN_LABEL = f"{GROUP}/multikueue-origin"
 
 # On the Workload.
 JOB_UID_LABEL = f"{GROUP}/job-uid"

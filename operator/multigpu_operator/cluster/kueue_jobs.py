@@ -21,6 +21,7 @@ from multigpu_operator.cluster.workloads import WorkloadInformer
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass, build_workload
 from multigpu_operator.policy.admission import Admission, admission_of
+from multigpu_operator.policy.queueing import dispatched_workload_change
 from multigpu_operator.policy.step import WorkloadChange
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,18 @@ class KueueJobs:
 
     def standing(self, key: JobKey, job: Job) -> tuple[Admission, dict[str, Any] | None]:
         """Where a queued job stands, and its Workload as last seen."""
-        workload = self.informer.workload_of(key, job.ref.uid)
+        workload = self.informer.workload_of(key, job)
         return admission_of(workload, self.informer.flavors_by_name()), workload
+
+    async def dispatched(self, key: JobKey, job: Job, desired: DesiredState) -> str | None:
+        """A job MultiKueue runs elsewhere: its Workload only (policy/queueing.py)."""
+        if not (job.queue_name and job.spec.managed_by == kueue.MULTIKUEUE_CONTROLLER):
+            return None
+        if not self.queued(job):
+            return None
+        workload = self.informer.workload_of(key, job)
+        change = dispatched_workload_change(workload)
+        return await self.write(job, desired, change, workload) if change else None
 
     async def write(
         self,
@@ -65,6 +76,8 @@ class KueueJobs:
         if change.create:
             if not self.informer.installed:
                 return "Kueue's Workload API is not served (MGJ_KUEUE=on)"
+            if job.prebuilt_workload:
+                return f"MultiKueue's Workload {job.prebuilt_workload!r} is not there yet"
             priority = None
             name = job.priority_class
             if name:

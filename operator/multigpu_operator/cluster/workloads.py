@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api import kueue
-from multigpu_operator.api.spec import KIND
+from multigpu_operator.api.names import LABEL_JOB_NAME
+from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.cluster.errors import ClusterError, Gone, NotFound
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.protocol import Cluster
@@ -52,11 +53,15 @@ def trim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def owner_job(workload: Mapping[str, Any]) -> tuple[JobKey, str] | None:
-    """The MultiGPUJob that controls `workload`, and its UID."""
+    """The MultiGPUJob that controls `workload`, and its UID ("" for a Workload that
+    MultiKueue made in a worker cluster: it carries the job's name label, no owner)."""
     meta = workload["metadata"]
     for ref in meta.get("ownerReferences") or []:
         if ref.get("kind") == KIND and ref.get("controller"):
             return (meta["namespace"], ref["name"]), ref["uid"]
+    job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+    if job_name and (meta.get("labels") or {}).get(kueue.MULTIKUEUE_ORIGIN_LABEL):
+        return (meta["namespace"], job_name), ""
     return None
 
 
@@ -169,10 +174,13 @@ class WorkloadInformer:
         await self.workloads.synced.wait()
         await self.flavors.synced.wait()
 
-    def workload_of(self, key: JobKey, uid: str) -> dict[str, Any] | None:
-        """The Workload the job with `uid` owns, as last seen."""
+    def workload_of(self, key: JobKey, job: Job) -> dict[str, Any] | None:
+        """The job's Workload as last seen: the one it owns, or the one MultiKueue made
+        for it (the job's prebuilt-workload-name label)."""
+        if job.prebuilt_workload:
+            return self.workloads.objects.get((key[0], job.prebuilt_workload))
         workload = self._by_job.get(key)
-        if workload is None or (owner_job(workload) or ((), ""))[1] != uid:
+        if workload is None or (owner_job(workload) or ((), ""))[1] != job.ref.uid:
             return None
         return workload
 

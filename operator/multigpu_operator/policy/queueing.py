@@ -143,6 +143,23 @@ def workload_change(
     return None
 
 
+def dispatched_workload_change(workload: Mapping[str, Any] | None) -> WorkloadChange | None:
+    """For a job that MultiKueue runs in a worker cluster (spec.managedBy
+    kueue.x-k8s.io/multikueue): only the Workload, Kueue's job-framework part, is the
+    operator's here. MultiKueue admits it, mirrors the worker's status onto the job and
+    finishes the Workload; the finished Workload is then released."""
+    if workload is None:
+        return WorkloadChange(create=True)
+    finished = any(
+        c["type"] == kueue.FINISHED and c.get("status") == "True"
+        for c in (workload.get("status") or {}).get("conditions") or []
+    )
+    finalizers = workload["metadata"].get("finalizers") or []
+    if finished and kueue.RESOURCE_IN_USE_FINALIZER in finalizers:
+        return WorkloadChange(release=True)
+    return None
+
+
 def _condition_message(status: Mapping[str, Any], phase: Phase) -> str:
     ctype = ConditionType.SUCCEEDED if phase is Phase.SUCCEEDED else ConditionType.FAILED
     for cond in status.get("conditions") or []:
