@@ -21,7 +21,9 @@ WORKLOAD_PRIORITY_CLASSES = "workloadpriorityclasses"
 QUEUE_NAME_LABEL = f"{GROUP}/queue-name"
 PRIORITY_CLASS_LABEL = f"{GROUP}/priority-class"
 # Set by MultiKueue on the copy of a job it creates in a worker cluster: the Workload
-# MultiKueue made there for it, which the operator uses instead of making one.
+# MultiKueue made there for it, which the operator uses instead of making one. An
+# annotation since Kueue 0.19 (feature gate WorkloadIdentifierAnnotations), a label
+# before: both are read, the annotation first, as Kueue's PrebuiltWorkloadNameFor does.
 PREBUILT_WORKLOAD_LABEL = f"{GROUP}/prebuilt-workload-name"
 # spec.managedBy of a job that MultiKueue dispatches to a worker cluster.
 MULTIKUEUE_CONTROLLER = f"{GROUP}/multikueue"

@@ -314,5 +314,7 @@ class Job:
             generation=int(meta.get("generation", 1)),
             queue_name=(meta.get("labels") or {}).get(kueue.QUEUE_NAME_LABEL) or None,
             priority_class=(meta.get("labels") or {}).get(kueue.PRIORITY_CLASS_LABEL) or None,
-            prebuilt_workload=(meta.get("labels") or {}).get(kueue.PREBUILT_WORKLOAD_LABEL) or None,
+            prebuilt_workload=(meta.get("annotations") or {}).get(kueue.PREBUILT_WORKLOAD_LABEL)
+            or (meta.get("labels") or {}).get(kueue.PREBUILT_WORKLOAD_LABEL)
+            or None,
         )
