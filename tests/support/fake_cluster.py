@@ -86,7 +86,13 @@ class FakeCluster:
     def calls_of(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
 
-    def add_job(self, name: str, spec: Mapping[str, Any], namespace: str = "ns") -> None:
+    def add_job(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        namespace: str = "ns",
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         """Create a MultiGPUJob (kubectl apply); kopf's watch tells the controller."""
         job = {
             "apiVersion": API_VERSION,
@@ -101,6 +107,8 @@ class FakeCluster:
             },
             "spec": copy.deepcopy(dict(spec)),
         }
+        if labels:
+            job["metadata"]["labels"] = dict(labels)
         self.jobs[namespace, name] = job
         self._job_changed("ADDED", job)
 
