@@ -94,7 +94,7 @@ class FakeCluster:
         labels: Mapping[str, str] | None = None,
     ) -> None:
         """Create a MultiGPUJob (kubectl apply); kopf's watch tells the controller."""
-        job = {
+        job: dict[str, Any] = {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "metadata": {
