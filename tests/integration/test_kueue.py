@@ -56,15 +56,17 @@ def queued(
     proc = OperatorProcess(jobs.cluster.kubeconfig, jobs.namespace, tmp_path / "op.log", "on")
     proc.start()
     yield queues
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"--- operator log ---\n{proc.log()}\n--- kueue log ---\n{real_kueue.log()[-6000:]}")
+        print(json.dumps(queues.workloads(), indent=1)[-6000:])
+        for job in ("first", "second", "third", "low-1", "low-2", "urgent", "huge"):
+            print(job, json.dumps(jobs.status(job) if queues.workload(job) else {}))
     # The jobs go while the operator runs: it releases their Workloads (Kueue's
     # finalizer would otherwise hold the namespace's deletion).
     jobs.cluster.kubectl("delete", "-n", jobs.namespace, "mgj", "--all", "--wait=false")
     wait_for(lambda: not queues.workloads(), "every Workload collected", timeout=60)
     proc.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        print(f"--- operator log ---\n{proc.log()}\n--- kueue log ---\n{real_kueue.log()[-6000:]}")
-        print(json.dumps(queues.workloads(), indent=1)[-6000:])
     for kind, name in queues.cluster_scoped():
         jobs.cluster.kubectl("delete", kind, name, "--wait=false", check=False)
 
@@ -186,11 +188,17 @@ def test_quota_admits_two_of_three_jobs_and_the_third_when_one_finishes(
     queued.submit("second", "team-b")
     wait_for(lambda: queued.running("second"), "second running", timeout=60)
     queued.submit("third", "team-a")
-    status = wait_for(
-        lambda: queued.waiting("third", "WaitingForAdmission"), "third waiting", timeout=60
-    )
-    kueue_message = queued.kueue_condition("third", kueue.QUOTA_RESERVED)["message"]
-    assert "insufficient unused quota for nvidia.com/gpu" in kueue_message
+
+    def waits_for_quota() -> tuple[dict[str, Any], str] | None:
+        # Kueue's message, and ours quoting it (Kueue rewrites it as it retries).
+        status = queued.waiting("third", "WaitingForAdmission")
+        kueue_message = queued.kueue_condition("third", kueue.QUOTA_RESERVED).get("message", "")
+        ours = condition(status or {}, "Suspended").get("message", "")
+        if status is None or "insufficient unused quota for nvidia.com/gpu" not in kueue_message:
+            return None
+        return (status, str(kueue_message)) if ours.endswith(kueue_message) else None
+
+    status, kueue_message = wait_for(waits_for_quota, "third waiting for quota", timeout=60)
     assert condition(status, "Suspended")["message"] == (
         f"waiting for Kueue to admit the job from queue team-a: {kueue_message}"
     )
