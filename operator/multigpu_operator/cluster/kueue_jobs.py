@@ -30,6 +30,9 @@ MODES = ("auto", "on", "off")
 
 
 class KueueJobs:
+    """The controller's view of Kueue: which jobs are queued, where each stands, and
+    the writes policy/queueing.py decides on their Workloads."""
+
     def __init__(
         self,
         cluster: Cluster,
