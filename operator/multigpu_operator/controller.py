@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from multigpu_operator import metrics
-from multigpu_operator.api.spec import Job
+from multigpu_operator.api.spec import OPERATOR_CONTROLLER, Job
 from multigpu_operator.api.status import TERMINAL, Phase
 from multigpu_operator.cluster.admission import refused_field
 from multigpu_operator.cluster.errors import (
@@ -40,6 +40,7 @@ from multigpu_operator.cluster.errors import (
     QuotaExceeded,
 )
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
+from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
@@ -85,6 +86,8 @@ class Controller:
         self.services = ServiceInformer(cluster, self.enqueue, settings.namespace)
         # For telling "no node can ever fit" from "the cluster is busy" (policy/fit.py).
         self.nodes = NodeInformer(cluster)
+        # Jobs queued in Kueue: their Workloads (cluster/kueue_jobs.py).
+        self.kueue = KueueJobs(cluster, self.enqueue, settings.namespace, settings.kueue)
         self.queue: WorkQueue[JobKey] = WorkQueue(
             Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
         )
@@ -101,6 +104,8 @@ class Controller:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
         self._tasks.append(asyncio.create_task(self.services.run(), name="service-informer"))
+        if self.kueue.mode != "off":
+            self._tasks.append(asyncio.create_task(self.kueue.informer.run(), name="workloads"))
         if reconcile:
             self.start_workers()
 
@@ -166,6 +171,8 @@ class Controller:
     async def _worker(self) -> None:
         await self.informer.synced.wait()
         await self.services.synced.wait()
+        if self.kueue.mode != "off":
+            await self.kueue.informer.synced()
         while True:
             key = await self.queue.get()
             start = time.perf_counter()
@@ -202,7 +209,10 @@ class Controller:
     async def reconcile(self, key: JobKey) -> None:
         body = self.jobs.get(key)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            return  # deleted, or being deleted: garbage collection removes the children
+            # Deleted, or being deleted: garbage collection removes the children, the
+            # Workload once it is released.
+            await self.kueue.release_deleted(key)
+            return
         try:
             await self._reconcile(key, body)
         except (NotFound, NamespaceTerminating) as err:
@@ -215,12 +225,22 @@ class Controller:
 
     async def _reconcile(self, key: JobKey, body: dict[str, Any]) -> None:
         planned = await self._plan(body)
+        if isinstance(planned, str) and not _managed_here(body):
+            return
         if isinstance(planned, str):
             await self._fail(body, "InvalidSpec", planned)
             return
         job, desired = planned
+        if not job.spec.managed_here:
+            # Another controller's job: no pods, no status; a job MultiKueue dispatches
+            # still needs its Workload here (Kueue's job-framework part is ours).
+            waiting = await self.kueue.dispatched(key, job, desired)
+            if waiting:
+                raise WaitingFor(waiting)
+            return
         pods = [p for p in self.informer.pods_of(key) if _owned_by(p, job.ref.uid)]
         previous = body.get("status") or {}
+        queued = self.kueue.standing(key, job) if self.kueue.queued(job) else (None, None)
         decision = await _offload(
             len(desired.pods),
             decide,
@@ -230,6 +250,7 @@ class Controller:
             previous,
             self._clock(),
             self.nodes.nodes(),
+            *queued,
         )
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         update = StatusUpdate(decision.status, decision.events, decision.entered)
@@ -268,6 +289,10 @@ class Controller:
         if refused is not None:
             await self._refused(body, "Pod", refused)
             return
+        if decision.workload is not None:
+            waiting = await self.kueue.write(job, desired, decision.workload, queued[1])
+            if waiting:
+                raise WaitingFor(waiting)
         if decision.delete_job:
             log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
             await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
@@ -433,6 +458,10 @@ def _refusal(error: BaseException) -> Invalid | Forbidden | None:
     if isinstance(error, NamespaceTerminating | AccessDenied):
         return None
     return error if isinstance(error, Invalid | Forbidden) else None
+
+
+def _managed_here(body: Mapping[str, Any]) -> bool:
+    return (body.get("spec") or {}).get("managedBy") in (None, OPERATOR_CONTROLLER)
 
 
 def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:

@@ -17,6 +17,7 @@ is reused only once its previous pod is gone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -31,11 +32,13 @@ from multigpu_operator.policy import (
     deadline,
     elastic,
     gang,
+    queueing,
     requeue,
     restarts,
     status,
     suspension,
 )
+from multigpu_operator.policy.admission import Admission
 from multigpu_operator.policy.conditions import Conditions, Event, condition
 from multigpu_operator.policy.step import (
     Decision,
@@ -52,6 +55,7 @@ Step = Callable[[Observed, Progress], Outcome]
 STEPS: tuple[Step, ...] = (
     cleanup.stay_finished,  # Succeeded and Failed are final
     suspension.suspend_or_resume,  # suspended: no pods; resumed: a fresh attempt
+    queueing.admission,  # queued in Kueue: pods only while admitted
     deadline.active_deadline,  # runPolicy.activeDeadlineSeconds
     requeue.wait_to_requeue,  # after a gang timeout with Requeue
     restarts.failures_and_restarts,  # a new attempt, an elastic pod replaced, or Failed
@@ -69,8 +73,23 @@ def decide(
     previous: Mapping[str, Any],
     now: datetime,
     nodes: Sequence[Mapping[str, Any]] = (),
+    admission: Admission | None = None,
+    workload: Mapping[str, Any] | None = None,
 ) -> Decision:
-    seen = Observed(job, desired, tuple(pods), previous, now, tuple(nodes))
+    """`admission` and `workload`: the job's standing in Kueue and its Workload, for a
+    job queued there (None otherwise)."""
+    placed = queueing.with_admission(desired, admission)
+    unplaceable = placed if isinstance(placed, str) else ""
+    seen = Observed(
+        job,
+        desired if isinstance(placed, str) else placed,
+        tuple(pods),
+        previous,
+        now,
+        tuple(nodes),
+        admission,
+        unplaceable,
+    )
     progress = Progress.from_status(previous, now)
     outcomes: list[Outcome] = []
     for step in STEPS:
@@ -82,7 +101,9 @@ def decide(
     phase = outcomes[-1].stop or status.phase_of(seen, progress)
     if phase in TERMINAL:
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
-    return status.conclude(seen, progress, merged(outcomes), phase)
+    decision = status.conclude(seen, progress, merged(outcomes), phase)
+    change = queueing.workload_change(seen, decision, workload)
+    return replace(decision, workload=change) if change else decision
 
 
 def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:

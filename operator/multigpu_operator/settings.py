@@ -39,6 +39,10 @@ class Settings:
     def __post_init__(self) -> None:
         self.lease_timings.check()
 
+    # Jobs labelled kueue.x-k8s.io/queue-name run only when Kueue admits them: auto (when
+    # Kueue's Workload API is served at start-up), on, or off (cluster/kueue_jobs.py).
+    kueue: str = "auto"
+
     @classmethod
     def from_env(cls) -> Settings:
         namespace = os.environ.get("MGJ_NAMESPACE") or None
@@ -58,4 +62,5 @@ class Settings:
                 renew_deadline=float(os.environ.get("MGJ_RENEW_DEADLINE_SECONDS", "7")),
                 retry_period=float(os.environ.get("MGJ_RETRY_PERIOD_SECONDS", "2")),
             ),
+            kueue=os.environ.get("MGJ_KUEUE", "auto"),
         )

@@ -118,7 +118,7 @@ class Kueue:
             "integrations": {"frameworks": [], "externalFrameworks": [MULTIGPUJOB]},
         }
         if self.manager:
-            config["multikueue"] = {"externalFrameworks": [{"name": MULTIGPUJOB}]}
+            config["multiKueue"] = {"externalFrameworks": [{"name": MULTIGPUJOB}]}
         return config
 
     def _in_own_etc(self, *argv: str) -> list[str]:

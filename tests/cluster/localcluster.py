@@ -43,6 +43,9 @@ DEFAULT_NAME = "mgj"
 # The test suite has a cluster of its own, so jobs left on the default one (by `make demo`
 # or by hand) never hold the GPUs its tests count on.
 TEST_NAME = "mgj-test"
+# The MultiKueue manager cluster of tests/integration/test_multikueue.py (TEST_NAME is
+# its worker).
+MANAGER_NAME = "mgj-manager"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
@@ -266,6 +269,10 @@ class LocalCluster:
 
     def down(self) -> None:
         """Stop every process of the cluster and its real node, and remove their state."""
+        from cluster import hostproc
+
+        # Kueue (tests/cluster/kueue.py) runs beside the cluster it serves, marked so.
+        hostproc.stop(hostproc.marked_processes("MGJ_KUEUE", str(self.kubeconfig.parent / "kueue")))
         self.real_node.down()
         self.kwokctl("delete", "cluster", check=False)
         leftovers = self.running_processes() + self.real_node.running()
@@ -441,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-real-node", action="store_true", help="simulated nodes only (no containerd, kubelet)"
     )
     down = sub.add_parser("down", help="stop the cluster and leave nothing running")
-    down.add_argument("--all", action="store_true", help=f"also stop {TEST_NAME}, the tests' one")
+    down.add_argument(
+        "--all", action="store_true", help=f"also stop {TEST_NAME} and {MANAGER_NAME}, the tests'"
+    )
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
     sub.add_parser("tools", help="build the binaries and print their directories")
     args = parser.parse_args(argv)
@@ -454,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cluster {cluster.name} ready in {time.monotonic() - start:.1f}s", file=sys.stderr)
         print(cluster.kubeconfig)
     elif args.command == "down":
-        names = dict.fromkeys([args.name, TEST_NAME] if args.all else [args.name])
+        names = dict.fromkeys([args.name, TEST_NAME, MANAGER_NAME] if args.all else [args.name])
         for name in names:
             LocalCluster(tools, name).down()
             print(f"cluster {name} stopped", file=sys.stderr)

@@ -484,6 +484,10 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
         "customresourcedefinitions",
         "namespaces",
         "nodes",
+        "workloads",
+        "workloads/status",
+        "resourceflavors",
+        "workloadpriorityclasses",
     }
     assert ("", "pods", "create") in grants
     assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
@@ -494,3 +498,12 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
     assert ("", "secrets", "get") not in grants
     # Nodes are only read (the fit check), never changed.
     assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}
+    # Kueue: the operator never deletes a Workload (garbage collection does) and only
+    # reads flavors and priority classes.
+    kueue = {(r, v) for g, r, v in grants if g == "kueue.x-k8s.io"}
+    assert ("workloads", "delete") not in kueue
+    assert {v for r, v in kueue if r in ("resourceflavors", "workloadpriorityclasses")} <= {
+        "get",
+        "list",
+        "watch",
+    }

@@ -32,14 +32,17 @@ def ddp_spec(replicas: int = 2, **spec: Any) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIterator[Controller]:
-    """A started controller whose job events come from `cluster`; stopped on exit."""
+    """A started controller whose job events come from `cluster`; stopped on exit.
+    Kueue is off unless a test asks (`kueue="auto"`): the others see only their calls."""
     loop = asyncio.get_running_loop()
     zero = loop.time()
 
     def clock() -> datetime:
         return T0 + timedelta(seconds=loop.time() - zero)
 
-    controller = Controller(cluster, Settings(**{"workers": 4, **settings}), clock=clock)
+    controller = Controller(
+        cluster, Settings(**{"workers": 4, "kueue": "off", **settings}), clock=clock
+    )
     cluster.on_job_event = controller.job_event
     await controller.start()
     try:

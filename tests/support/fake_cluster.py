@@ -9,7 +9,8 @@ timeout, like the server's.
 
 The test plays the rest of the world: kopf (`on_job_event` gets every job change, as
 the kopf handler does; None while its watch is down), the kubelet (`set_phase`), a user
-(`delete_service`), and failures (`fail` makes the next calls of one method raise one of
+(`delete_service`), Kueue (`kueue_installed`, `add_kueue`, `set_workload_status`),
+and failures (`fail` makes the next calls of one method raise one of
 cluster/errors.py's errors, `heal` cancels those still planned). Every call is recorded,
 with the loop time it was made at, in `calls`.
 """
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import API_VERSION, KIND
 from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, NotFound
 
@@ -63,6 +65,11 @@ class FakeCluster:
         self._pod_log: list[tuple[int, dict[str, Any]]] = []  # (resourceVersion, watch event)
         self._service_log: list[tuple[int, dict[str, Any]]] = []
         self._node_log: list[tuple[int, dict[str, Any]]] = []
+        # Kueue's objects by (plural, namespace or "", name); its API is served only
+        # once a test says Kueue is installed.
+        self.kueue_installed = False
+        self.kueue: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._kueue_log: list[tuple[int, dict[str, Any]]] = []
         self._changed = asyncio.Event()
         self._watch_epoch = 0  # watches started before the current epoch end with Gone
 
@@ -79,9 +86,15 @@ class FakeCluster:
     def calls_of(self, method: str) -> list[Call]:
         return [call for call in self.calls if call.method == method]
 
-    def add_job(self, name: str, spec: Mapping[str, Any], namespace: str = "ns") -> None:
+    def add_job(
+        self,
+        name: str,
+        spec: Mapping[str, Any],
+        namespace: str = "ns",
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         """Create a MultiGPUJob (kubectl apply); kopf's watch tells the controller."""
-        job = {
+        job: dict[str, Any] = {
             "apiVersion": API_VERSION,
             "kind": KIND,
             "metadata": {
@@ -94,6 +107,8 @@ class FakeCluster:
             },
             "spec": copy.deepcopy(dict(spec)),
         }
+        if labels:
+            job["metadata"]["labels"] = dict(labels)
         self.jobs[namespace, name] = job
         self._job_changed("ADDED", job)
 
@@ -154,6 +169,28 @@ class FakeCluster:
         pod["status"] = {"phase": "Pending", "conditions": [condition]}
         pod["metadata"]["resourceVersion"] = self._next_version()
         self._pod_changed("MODIFIED", pod)
+
+    def add_kueue(self, plural: str, obj: Mapping[str, Any]) -> None:
+        """A Kueue object made by someone else (a ResourceFlavor, a priority class)."""
+        created = copy.deepcopy(dict(obj))
+        created["metadata"]["resourceVersion"] = self._next_version()
+        self._kueue_changed(plural, "ADDED", created)
+
+    def workloads(self, namespace: str = "ns") -> list[dict[str, Any]]:
+        return [
+            obj
+            for (plural, ns, _), obj in self.kueue.items()
+            if plural == kueue.WORKLOADS and ns == namespace
+        ]
+
+    def set_workload_status(
+        self, name: str, status: Mapping[str, Any], namespace: str = "ns"
+    ) -> None:
+        """Kueue writes a Workload's status (admits, evicts it)."""
+        workload = copy.deepcopy(self.kueue[kueue.WORKLOADS, namespace, name])
+        workload["status"] = copy.deepcopy(dict(status))
+        workload["metadata"]["resourceVersion"] = self._next_version()
+        self._kueue_changed(kueue.WORKLOADS, "MODIFIED", workload)
 
     def expire_watches(self) -> None:
         """The pod watches open now end with 410 Gone, as when etcd has compacted away
@@ -306,6 +343,79 @@ class FakeCluster:
         ):
             yield event
 
+    async def list_kueue(
+        self, plural: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        await self._call("list_kueue", plural, namespace)
+        if not self.kueue_installed:
+            raise NotFound("the server could not find the requested resource", 404)
+        items = [
+            copy.deepcopy(obj)
+            for (kind, ns, _), obj in self.kueue.items()
+            if kind == plural and namespace in (None, ns)
+        ]
+        return items, str(self._version)
+
+    async def watch_kueue(
+        self,
+        plural: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        await self._call("watch_kueue", plural, resource_version, namespace)
+
+        def wanted(obj: Mapping[str, Any]) -> bool:
+            meta = obj["metadata"]
+            return bool(meta["plural"] == plural and namespace in (None, meta.get("namespace", "")))
+
+        async for event in self._replay(self._kueue_log, resource_version, timeout_seconds, wanted):
+            event["object"]["metadata"].pop("plural")
+            yield event
+
+    async def get_kueue(self, plural: str, name: str) -> dict[str, Any]:
+        await self._call("get_kueue", plural, name)
+        obj = self.kueue.get((plural, "", name))
+        if obj is None:
+            raise NotFound(f'{plural} "{name}" not found', 404)
+        return copy.deepcopy(obj)
+
+    async def create_workload(self, namespace: str, workload: Mapping[str, Any]) -> bool:
+        name = workload["metadata"]["name"]
+        await self._call("create_workload", namespace, name)
+        if (kueue.WORKLOADS, namespace, name) in self.kueue:
+            return False
+        created = copy.deepcopy(dict(workload))
+        created["metadata"].update(
+            uid=f"workload-uid-{next(self._uids)}",
+            resourceVersion=self._next_version(),
+            generation=1,
+        )
+        self._kueue_changed(kueue.WORKLOADS, "ADDED", created)
+        return True
+
+    async def patch_workload(
+        self,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        resource_version: str | None,
+        status: bool = False,
+    ) -> None:
+        await self._call("patch_workload", namespace, name, copy.deepcopy(dict(patch)), status)
+        workload = self.kueue.get((kueue.WORKLOADS, namespace, name))
+        if workload is None:
+            raise NotFound(f'workloads "{name}" not found', 404)
+        if resource_version is not None and resource_version != workload["metadata"].get(
+            "resourceVersion"
+        ):
+            raise Conflict(f'Operation cannot be fulfilled on workloads "{name}"', 409)
+        part = "status" if status else "metadata"
+        updated = copy.deepcopy(workload)
+        updated[part] = _merge(updated.get(part) or {}, patch.get(part) or {})
+        updated["metadata"]["resourceVersion"] = self._next_version()
+        self._kueue_changed(kueue.WORKLOADS, "MODIFIED", updated)
+
     async def _replay(
         self,
         log: list[tuple[int, dict[str, Any]]],
@@ -367,6 +477,14 @@ class FakeCluster:
     def _node_changed(self, type_: str, node: dict[str, Any]) -> None:
         version = int(node["metadata"]["resourceVersion"])
         self._node_log.append((version, {"type": type_, "object": copy.deepcopy(node)}))
+        self._wake_watches()
+
+    def _kueue_changed(self, plural: str, type_: str, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        self.kueue[plural, meta.get("namespace", ""), meta["name"]] = obj
+        logged = copy.deepcopy(obj)
+        logged["metadata"]["plural"] = plural  # which watch it is for; removed when sent
+        self._kueue_log.append((int(meta["resourceVersion"]), {"type": type_, "object": logged}))
         self._wake_watches()
 
     def _wake_watches(self) -> None:

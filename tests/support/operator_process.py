@@ -24,7 +24,9 @@ class OperatorProcess:
     """One operator watching one namespace, so tests stay independent.
 
     Leader election is off unless `env` turns it on: a lone process needs none, and a
-    SIGKILLed one would leave its successor waiting out the Lease."""
+    SIGKILLed one would leave its successor waiting out the Lease. `kueue` is MGJ_KUEUE:
+    off unless a test asks, since Kueue's CRDs may be on the shared cluster
+    (tests/integration/test_kueue.py) and only those tests queue jobs."""
 
     def __init__(
         self,
@@ -32,8 +34,10 @@ class OperatorProcess:
         namespace: str,
         log_path: Path,
         env: Mapping[str, str] | None = None,
+        kueue: str = "off",
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.kueue = kueue
         self.namespace = namespace
         self.log_path = log_path
         self.env = {"MGJ_LEADER_ELECTION": "false", **(env or {})}
@@ -48,6 +52,7 @@ class OperatorProcess:
             MGJ_NAMESPACE=self.namespace,
             MGJ_METRICS_PORT=str(self.metrics_port),
             MGJ_LIVENESS_PORT=str(self.liveness_port),
+            MGJ_KUEUE=self.kueue,
             **self.env,
         )
         with self.log_path.open("ab") as log:

@@ -415,11 +415,19 @@ def test_rule_messages_name_the_field() -> None:
 
 
 def test_the_world_size_is_fixed_except_for_elastic() -> None:
-    (fixed,) = (r for r in SPEC_RULES if r.transition)
-    assert fixed.field_path == ".replicas"
+    (fixed,) = (r for r in SPEC_RULES if r.transition and r.field_path == ".replicas")
     assert fixed.message == MSG_REPLICAS_FIXED
     # Checked by the API server on updates; a new job has no stored replicas to keep.
     assert validate(spec(replicas=3)) == []
+
+
+def test_managed_by_names_a_controller_and_never_changes() -> None:
+    (immutable,) = (r for r in SPEC_RULES if r.transition and r.field_path == ".managedBy")
+    assert "oldSelf.managedBy" in immutable.cel
+    assert validate(spec(managedBy="kueue.x-k8s.io/multikueue")) == []
+    assert validate(spec(managedBy="multigpu.dev/operator")) == []
+    (problem,) = validate(spec(managedBy="multikueue"))
+    assert problem.startswith('spec.managedBy: Invalid value: "multikueue"')
 
 
 @pytest.mark.parametrize(

@@ -21,10 +21,14 @@ WORKLOAD_PRIORITY_CLASSES = "workloadpriorityclasses"
 QUEUE_NAME_LABEL = f"{GROUP}/queue-name"
 PRIORITY_CLASS_LABEL = f"{GROUP}/priority-class"
 # Set by MultiKueue on the copy of a job it creates in a worker cluster: the Workload
-# MultiKueue made there for it, which the operator uses instead of making one.
+# MultiKueue made there for it, which the operator uses instead of making one. An
+# annotation since Kueue 0.19 (feature gate WorkloadIdentifierAnnotations), a label
+# before: both are read, the annotation first, as Kueue's PrebuiltWorkloadNameFor does.
 PREBUILT_WORKLOAD_LABEL = f"{GROUP}/prebuilt-workload-name"
 # spec.managedBy of a job that MultiKueue dispatches to a worker cluster.
 MULTIKUEUE_CONTROLLER = f"{GROUP}/multikueue"
+# On what MultiKueue creates in a worker cluster: the manager it came from.
+MULTIKUEUE_ORIGIN_LABEL = f"{GROUP}/multikueue-origin"
 
 # On the Workload.
 JOB_UID_LABEL = f"{GROUP}/job-uid"

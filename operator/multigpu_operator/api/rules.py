@@ -62,6 +62,10 @@ MSG_EXPR_REPLICAS_FIXED = (
     "(WORLD_SIZE) is fixed when the job starts; delete and re-create the job to change it, or "
     "use spec.mode Elastic'.format([oldSelf.replicas, self.replicas, self.mode])"
 )
+MSG_MANAGED_BY_IMMUTABLE = (
+    "spec.managedBy is immutable: the controller that runs a job is chosen when it is "
+    "created; delete and re-create the job to hand it to another"
+)
 MSG_SCRIPT_ONE_PROCESS = (
     "spec.launcher Script starts one process per pod, but with spec.gpusPerReplica above 1 "
     "each pod of a DistributedDataParallel job (or of a ModelParallel job across pods) runs one "
@@ -171,6 +175,16 @@ SPEC_RULES: tuple[Rule, ...] = (
         message=MSG_REPLICAS_FIXED,
         message_expression=MSG_EXPR_REPLICAS_FIXED,
         field_path=".replicas",
+    ),
+    # As Job's and JobSet's: a controller never has to hand a running job over. At the
+    # spec (not the field) so that setting or removing it is an update too.
+    Rule(
+        cel=(
+            "has(self.managedBy) == has(oldSelf.managedBy) && "
+            "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)"
+        ),
+        message=MSG_MANAGED_BY_IMMUTABLE,
+        field_path=".managedBy",
     ),
     Rule(
         cel=f"self.mode != {_ELASTIC} || self.launcher == '{Launcher.TORCHRUN}'",

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
+from multigpu_operator.api import kueue
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
 from multigpu_operator.api.limits import (
@@ -34,10 +35,10 @@ KIND = "MultiGPUJob"
 PLURAL = "multigpujobs"
 SINGULAR = "multigpujob"
 SHORT_NAME = "mgj"
-# Kueue's plain pod-group integration: what a job's pods carry when the job has a queue.
-KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
-KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
-KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+# spec.managedBy of a job this operator runs (also what an unset spec.managedBy means).
+OPERATOR_CONTROLLER = "multigpu.dev/operator"
+# A controller name as Kubernetes' Job and JobSet take it: a domain-prefixed path.
+CONTROLLER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?/[-A-Za-z0-9_.]{1,63}$"
 # Longest job name whose children stay valid DNS labels: pods are `<name>-<index>`
 # (index up to 5 digits) and their hostnames must fit in 63 characters.
 MAX_NAME_LENGTH = 56
@@ -201,6 +202,18 @@ class JobSpec(ApiModel):
     run_policy: RunPolicy = defaulted_object(RunPolicy)
     gang: GangPolicy = defaulted_object(GangPolicy)
     start_policy: StartPolicy = defaulted_object(StartPolicy)
+    # Like Job's and JobSet's spec.managedBy: unset (or ours) means this operator.
+    managed_by: str | None = Field(
+        None,
+        pattern=CONTROLLER_NAME_PATTERN,
+        description=(
+            "The controller that runs the job. Unset or "
+            f'"{OPERATOR_CONTROLLER}": this operator. Any other value (for instance '
+            '"kueue.x-k8s.io/multikueue", which dispatches the job to a worker cluster) '
+            "makes the operator create nothing for the job and never write its status. "
+            "Immutable."
+        ),
+    )
     # Suspended: the job keeps its status but has no pods (Kueue admits by unsuspending).
     suspend: bool = Field(
         False,
@@ -241,6 +254,11 @@ class JobSpec(ApiModel):
         return None if value in ("", "0") else value
 
     @property
+    def managed_here(self) -> bool:
+        """Whether this operator runs the job (spec.managedBy unset or ours)."""
+        return self.managed_by in (None, OPERATOR_CONTROLLER)
+
+    @property
     def uses_gpus(self) -> bool:
         return self.gpus_per_replica > 0
 
@@ -274,8 +292,13 @@ class Job:
     ref: JobRef
     spec: JobSpec
     generation: int = 1
-    # The job's kueue.x-k8s.io/queue-name label: its pods then form a Kueue pod group.
+    # The job's Kueue labels: the LocalQueue it waits in (None: not queued in Kueue) and
+    # its WorkloadPriorityClass (policy/queueing.py).
     queue_name: str | None = None
+    priority_class: str | None = None
+    # Set by MultiKueue on the copy it creates in a worker cluster: the Workload it made
+    # there for the job, which the operator follows instead of creating one.
+    prebuilt_workload: str | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Job:
@@ -290,5 +313,9 @@ class Job:
             ),
             spec=JobSpec.model_validate(obj.get("spec", {})),
             generation=int(meta.get("generation", 1)),
-            queue_name=(meta.get("labels") or {}).get(KUEUE_QUEUE_NAME) or None,
+            queue_name=(meta.get("labels") or {}).get(kueue.QUEUE_NAME_LABEL) or None,
+            priority_class=(meta.get("labels") or {}).get(kueue.PRIORITY_CLASS_LABEL) or None,
+            prebuilt_workload=(meta.get("annotations") or {}).get(kueue.PREBUILT_WORKLOAD_LABEL)
+            or (meta.get("labels") or {}).get(kueue.PREBUILT_WORKLOAD_LABEL)
+            or None,
         )

@@ -87,3 +87,42 @@ class Cluster(Protocol):
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events of matching Services, as watch_pods."""
         ...
+
+    # Kueue (kueue.x-k8s.io/v1beta2): only called when the operator queues jobs in Kueue.
+
+    async def list_kueue(
+        self, plural: str, namespace: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Kueue objects of one kind (`plural`), and the list's resourceVersion; NotFound
+        when Kueue's CRDs are not installed."""
+        ...
+
+    def watch_kueue(
+        self,
+        plural: str,
+        resource_version: str,
+        namespace: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events of one kind of Kueue object, as watch_pods."""
+        ...
+
+    async def get_kueue(self, plural: str, name: str) -> dict[str, Any]:
+        """One cluster-scoped Kueue object (a WorkloadPriorityClass); NotFound if absent."""
+        ...
+
+    async def create_workload(self, namespace: str, workload: Mapping[str, Any]) -> bool:
+        """Create a Workload; False if one of that name exists."""
+        ...
+
+    async def patch_workload(
+        self,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        resource_version: str | None,
+        status: bool = False,
+    ) -> None:
+        """Merge-patch a Workload (with `status`, its status subresource), only if it has
+        not changed since `resource_version` (if given): Conflict otherwise."""
+        ...

@@ -5,14 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.spec import (
-    API_VERSION,
-    KIND,
-    KUEUE_POD_GROUP_NAME,
-    KUEUE_POD_GROUP_TOTAL_COUNT,
-    KUEUE_QUEUE_NAME,
-    Job,
-)
+from multigpu_operator.api.spec import API_VERSION, KIND, Job
 
 
 def job_labels(job: Job) -> dict[str, str]:
@@ -21,15 +14,6 @@ def job_labels(job: Job) -> dict[str, str]:
         names.LABEL_MODE: job.spec.mode.value,
         names.LABEL_MANAGED_BY: names.MANAGED_BY,
     }
-
-
-def kueue_pod_group(job: Job, pods: int) -> tuple[dict[str, str], dict[str, str]]:
-    """Labels and annotations that make a queued job's pods one Kueue pod group, admitted
-    (or not) together; none when the job has no queue."""
-    if not job.queue_name:
-        return {}, {}
-    labels = {KUEUE_QUEUE_NAME: job.queue_name, KUEUE_POD_GROUP_NAME: job.ref.name}
-    return labels, {KUEUE_POD_GROUP_TOTAL_COUNT: str(pods)}
 
 
 def owner_references(job: Job) -> list[dict[str, Any]]:

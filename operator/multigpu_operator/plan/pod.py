@@ -17,7 +17,7 @@ from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.template import trainer_index
 from multigpu_operator.plan.env import EnvVar
 from multigpu_operator.plan.errors import Conflicts
-from multigpu_operator.plan.meta import job_labels, kueue_pod_group, owner_references
+from multigpu_operator.plan.meta import job_labels, owner_references
 from multigpu_operator.plan.security import add_security_defaults
 
 TEMPLATE = "spec.template"
@@ -111,17 +111,13 @@ def _metadata(
     labels = {
         str(k): v for k, v in _mapping(user.get("labels"), f"{path}.labels", conflicts).items()
     }
-    queue_labels, queue_annotations = kueue_pod_group(job, job.spec.replicas)
-    ours = {**job_labels(job), **queue_labels, names.LABEL_REPLICA_INDEX: str(index)}
+    ours = {**job_labels(job), names.LABEL_REPLICA_INDEX: str(index)}
     for key, val in ours.items():
         _set(labels, key, val, f"{path}.labels[{key}]", "the operator's own label", conflicts)
     metadata: dict[str, Any] = {"name": name, "namespace": job.ref.namespace, "labels": labels}
     for key, val in user.items():
         if key not in metadata and key not in ("generateName", "ownerReferences"):
             metadata[key] = val
-    if queue_annotations:
-        annotations = _mapping(user.get("annotations"), f"{path}.annotations", conflicts)
-        metadata["annotations"] = {**annotations, **queue_annotations}
     metadata["ownerReferences"] = owner_references(job)
     return metadata
 

@@ -82,6 +82,10 @@ def build_workload(
             "namespace": job.ref.namespace,
             "labels": {kueue.JOB_UID_LABEL: job.ref.uid, names.LABEL_JOB_NAME: job.ref.name},
             "ownerReferences": owner_references(job),
+            # As Kueue's job framework makes Workloads (jobframework.NewWorkload): the
+            # Workload stays while its job may use the quota; the operator drops the
+            # finalizer once the job finished or was deleted (policy/queueing.py).
+            "finalizers": [kueue.RESOURCE_IN_USE_FINALIZER],
         },
         "spec": spec,
     }

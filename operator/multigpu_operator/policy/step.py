@@ -17,6 +17,7 @@ from typing import Any
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.admission import Admission
 from multigpu_operator.policy.conditions import ConditionChange, Event
 from multigpu_operator.policy.pods import attempt_of, being_deleted
 from multigpu_operator.policy.timestamps import parse_time
@@ -35,6 +36,10 @@ class Observed:
     now: datetime
     # The cluster's nodes, trimmed (cluster/nodes.py); empty when not known.
     nodes: tuple[Mapping[str, Any], ...] = ()
+    # Where the job stands in Kueue; None when it is not queued there (policy/queueing.py).
+    admission: Admission | None = None
+    # Why the pods cannot run where Kueue admitted them ("" when they can).
+    unplaceable: str = ""
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)
@@ -149,6 +154,16 @@ class Decision:
     delete_job: bool = False
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
     restarts: int = 0  # restarts decided in this pass
+    workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
+
+
+@dataclass(frozen=True)
+class WorkloadChange:
+    """What to write on a queued job's Kueue Workload, after the job's status."""
+
+    create: bool = False  # the Workload is missing: create it
+    status: Mapping[str, Any] | None = None  # a merge patch of its status
+    release: bool = False  # drop Kueue's resource-in-use finalizer
 
 
 @dataclass(frozen=True)

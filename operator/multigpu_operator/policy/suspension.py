@@ -14,7 +14,8 @@ from multigpu_operator.policy.step import Observed, Outcome, Progress
 def suspend_or_resume(seen: Observed, progress: Progress) -> Outcome:
     if seen.job.spec.suspend:
         return suspend(seen, progress)
-    if seen.previous_phase is Phase.SUSPENDED:
+    if seen.previous_phase is Phase.SUSPENDED and seen.admission is None:
+        # (A job queued in Kueue resumes when Kueue admits it: policy/queueing.py.)
         return resume(seen, progress)
     return Outcome()
 
