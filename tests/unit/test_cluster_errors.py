@@ -11,7 +11,7 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator.cluster.admission import refused_field
-from multigpu_operator.cluster.api import domain_errors
+from multigpu_operator.cluster.answers import domain_errors
 from multigpu_operator.cluster.errors import (
     AccessDenied,
     ClusterError,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import controller
-from multigpu_operator.controller import CREATE_BATCH
+from multigpu_operator import controller, plans
+from multigpu_operator.children import CREATE_BATCH
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -65,14 +65,14 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
     replicas = 3000  # about 0.3 s to plan: a stall the loop would feel
     loop_thread = threading.get_ident()
     ran_in: dict[str, set[bool]] = {"plan_object": set(), "decide": set()}
-    for name in ran_in:
-        work = getattr(controller, name)
+    for name, module in (("plan_object", plans), ("decide", controller)):
+        work = getattr(module, name)
 
         def recorded(*args: Any, _name: str = name, _work: Any = work) -> Any:
             ran_in[_name].add(threading.get_ident() == loop_thread)
             return _work(*args)
 
-        monkeypatch.setattr(controller, name, recorded)
+        monkeypatch.setattr(module, name, recorded)
     in_flight, most = 0, 0
     create_pod = cluster.create_pod
 

@@ -8,10 +8,9 @@ cluster/errors.py (the only place that reads the client's exceptions).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,25 +18,28 @@ from typing import Any
 import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 from yarl import URL
 
-from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from multigpu_operator.cluster.answers import (
+    FIELD_MANAGER,
+    create,
+    domain_errors,
+    read_body,
+    watch_events,
+)
 from multigpu_operator.cluster.errors import (
     ClusterError,
     Conflict,
     NamespaceTerminating,
     NotFound,
-    from_status,
 )
 from multigpu_operator.cluster.events import event_body
+from multigpu_operator.cluster.kueue_calls import KueueCalls
 from multigpu_operator.metrics import API_REQUESTS
 
 log = logging.getLogger(__name__)
-
-FIELD_MANAGER = "multigpu-operator"
 
 
 async def connect(pool_size: int = 64) -> client.ApiClient:
@@ -69,7 +71,7 @@ async def connect(pool_size: int = 64) -> client.ApiClient:
 
 
 @dataclass
-class Kube:
+class Kube(KueueCalls):
     """Typed entry points for the calls the operator makes."""
 
     api: client.ApiClient
@@ -86,7 +88,7 @@ class Kube:
         `hostNetwrok` in the user's template) is refused (Invalid), never dropped.
         """
         API_REQUESTS.labels("create", "pods").inc()
-        return await _create(
+        return await create(
             self.core.create_namespaced_pod(
                 namespace,
                 pod,
@@ -98,7 +100,7 @@ class Kube:
 
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         API_REQUESTS.labels("create", "services").inc()
-        return await _create(
+        return await create(
             self.core.create_namespaced_service(
                 namespace, service, field_manager=FIELD_MANAGER, _preload_content=False
             )
@@ -115,7 +117,7 @@ class Kube:
             resp = await self.core.delete_namespaced_pod(
                 name, namespace, body=body if uid else None, _preload_content=False
             )
-            await _read(resp)
+            await read_body(resp)
 
     async def patch_job_status(
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
@@ -141,7 +143,7 @@ class Kube:
                 _content_type="application/merge-patch+json",
                 _preload_content=False,
             )
-            updated: dict[str, Any] = orjson.loads(await _read(resp))
+            updated: dict[str, Any] = orjson.loads(await read_body(resp))
         return updated
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
@@ -171,7 +173,7 @@ class Kube:
                 resp = await self.events.create_namespaced_event(
                     meta["namespace"], body, _preload_content=False
                 )
-                await _read(resp)
+                await read_body(resp)
         except (NamespaceTerminating, NotFound) as err:
             # The namespace is going or gone, and the job with it: nobody reads this Event.
             log.debug("event %s on %s not posted: %s", reason, meta["name"], err.message)
@@ -251,7 +253,7 @@ class Kube:
                 _preload_content=False,
                 _request_timeout=timeout_seconds + 30,
             )
-        async for event in _watch_events(resp):
+        async for event in watch_events(resp):
             yield event
 
     async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
@@ -276,165 +278,5 @@ class Kube:
                 _preload_content=False,
                 _request_timeout=timeout_seconds + 30,
             )
-        async for event in _watch_events(resp):
+        async for event in watch_events(resp):
             yield event
-
-    # Kueue's objects (kueue.x-k8s.io): Workloads, ResourceFlavors, priority classes.
-
-    async def list_kueue(
-        self, plural: str, namespace: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
-        """Kueue objects of one kind (in one namespace, all, or cluster-scoped), and the
-        list's resourceVersion; NotFound when Kueue's CRDs are not installed."""
-        API_REQUESTS.labels("list", plural).inc()
-        with domain_errors():
-            resp = await self._kueue_list_call(plural, namespace, _preload_content=False)
-            data = json.loads(await resp.read())
-        return data["items"], data["metadata"]["resourceVersion"]
-
-    async def watch_kueue(
-        self,
-        plural: str,
-        resource_version: str,
-        namespace: str | None = None,
-        timeout_seconds: int = 300,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Raw watch events ({type, object}) of one kind of Kueue object."""
-        API_REQUESTS.labels("watch", plural).inc()
-        with domain_errors():
-            resp = await self._kueue_list_call(
-                plural,
-                namespace,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                _request_timeout=timeout_seconds + 30,
-            )
-        async for event in _watch_events(resp):
-            yield event
-
-    def _kueue_list_call(self, plural: str, namespace: str | None, **kwargs: Any) -> Any:
-        if namespace:
-            return self.custom.list_namespaced_custom_object(
-                kueue.GROUP, kueue.VERSION, namespace, plural, **kwargs
-            )
-        return self.custom.list_cluster_custom_object(kueue.GROUP, kueue.VERSION, plural, **kwargs)
-
-    async def get_kueue(self, plural: str, name: str) -> dict[str, Any]:
-        """One cluster-scoped Kueue object (a WorkloadPriorityClass); NotFound if absent."""
-        API_REQUESTS.labels("get", plural).inc()
-        with domain_errors():
-            obj = await self.custom.get_cluster_custom_object(
-                kueue.GROUP, kueue.VERSION, plural, name
-            )
-        return dict(obj)
-
-    async def create_workload(self, namespace: str, workload: Mapping[str, Any]) -> bool:
-        """Create a Workload; False if one of that name exists (a retry after a crash)."""
-        API_REQUESTS.labels("create", kueue.WORKLOADS).inc()
-        return await _create(
-            self.custom.create_namespaced_custom_object(
-                kueue.GROUP,
-                kueue.VERSION,
-                namespace,
-                kueue.WORKLOADS,
-                workload,
-                field_manager=FIELD_MANAGER,
-            )
-        )
-
-    async def patch_workload(
-        self,
-        namespace: str,
-        name: str,
-        patch: Mapping[str, Any],
-        resource_version: str | None,
-        status: bool = False,
-    ) -> None:
-        """Merge-patch a Workload (its status subresource with `status`), only if it has
-        not changed since `resource_version` (if given): Conflict otherwise."""
-        API_REQUESTS.labels("patch", "workloads/status" if status else kueue.WORKLOADS).inc()
-        body = dict(patch)
-        if resource_version:
-            body["metadata"] = {**patch.get("metadata", {}), "resourceVersion": resource_version}
-        call = (
-            self.custom.patch_namespaced_custom_object_status
-            if status
-            else self.custom.patch_namespaced_custom_object
-        )
-        with domain_errors():
-            await call(
-                kueue.GROUP,
-                kueue.VERSION,
-                namespace,
-                kueue.WORKLOADS,
-                name,
-                body,
-                field_manager=FIELD_MANAGER,
-                _content_type="application/merge-patch+json",
-            )
-
-
-async def _watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a watch response, one JSON object a line, until the server ends it."""
-    async with resp:
-        async for line in resp.content:
-            if not line.strip():
-                continue
-            # orjson: decoding the watch's events was the operator's largest own cost
-            # after the request machinery (docs/benchmarks.md); it is twice as fast.
-            event = orjson.loads(line)
-            if event["type"] == "ERROR":
-                # A Status object; 410 (Gone) when the version is too old.
-                raise _status_error(event["object"], "watch error")
-            yield event
-
-
-async def _create(request: Awaitable[Any]) -> bool:
-    try:
-        with domain_errors():
-            await _read(await request)
-    except Conflict:
-        return False
-    return True
-
-
-async def _read(resp: Any) -> bytes:
-    """The body of a raw (`_preload_content=False`) answer; an error status raises
-    ApiException as the client's own calls do.
-
-    Raw answers because the generated client turns each into its model classes (a
-    V1Pod of a few hundred objects per created pod), which nothing here reads: that was
-    a tenth of the operator's CPU when creating pods (docs/benchmarks.md)."""
-    async with resp:
-        data: bytes = await resp.read()
-        if not 200 <= resp.status <= 299:
-            err = ApiException(status=resp.status, reason=resp.reason)
-            err.body, err.headers = data, resp.headers  # as the client's own calls set them
-            raise err
-        return data
-
-
-@contextlib.contextmanager
-def domain_errors() -> Iterator[None]:
-    """Raise the client's ApiException as the domain error for its status, with the API
-    server's own message (the Status object's `message`), else the HTTP reason."""
-    try:
-        yield
-    except ApiException as err:
-        try:
-            status = json.loads(err.body or "")
-        except (TypeError, ValueError):
-            status = None
-        if not isinstance(status, dict) or "message" not in status:
-            status = {"message": str(err.reason)}
-        raise _status_error({**status, "code": err.status}, str(err.reason)) from err
-
-
-def _status_error(status: Mapping[str, Any], default: str) -> ClusterError:
-    """The domain error for a Status object: its code, message and causes."""
-    details = status.get("details") or {}
-    causes = [str(c.get("reason", "")) for c in details.get("causes") or [] if isinstance(c, dict)]
-    return from_status(status.get("code"), str(status.get("message", default)), causes)

@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from multigpu_operator.cluster.api import domain_errors
+from multigpu_operator.cluster.answers import domain_errors
 from multigpu_operator.cluster.errors import NotFound, from_status
 from multigpu_operator.leadership import LeaseRecord
 from multigpu_operator.metrics import API_REQUESTS

@@ -16,7 +16,8 @@ from typing import Any
 
 from multigpu_operator.api import names
 from multigpu_operator.api.lifecycle import ElasticPolicy
-from multigpu_operator.api.spec import Job, ModelParallelPolicy
+from multigpu_operator.api.model_parallel import ModelParallelPolicy
+from multigpu_operator.api.spec import Job
 
 EnvVar = dict[str, Any]
 

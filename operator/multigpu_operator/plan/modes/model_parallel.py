@@ -7,7 +7,8 @@ stage = RANK (torch.distributed.pipelining, one stage per process).
 
 from __future__ import annotations
 
-from multigpu_operator.api.spec import Job, ModelParallelPolicy
+from multigpu_operator.api.model_parallel import ModelParallelPolicy
+from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import env
 from multigpu_operator.plan.modes import ModeLayout
 
