@@ -6,16 +6,49 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict, from_status
+from multigpu_operator.metrics import API_REQUESTS
 
 # The name the API server records the operator's writes under (managedFields).
 FIELD_MANAGER = "multigpu-operator"
+
+
+# A list call of the client bound to its kind, namespace and selector: the same call lists
+# (a page of items) or, with watch=True, streams watch events.
+ListCall = Callable[..., Awaitable[Any]]
+
+
+async def list_raw(kind: str, call: ListCall) -> tuple[list[dict[str, Any]], str]:
+    """One list request: the items, as plain dicts, and the list's resourceVersion."""
+    API_REQUESTS.labels("list", kind).inc()
+    with domain_errors():
+        data = orjson.loads(await read_body(await call(_preload_content=False)))
+    return data["items"], data["metadata"]["resourceVersion"]
+
+
+async def watch_raw(
+    kind: str, call: ListCall, resource_version: str, timeout_seconds: int
+) -> AsyncIterator[dict[str, Any]]:
+    """Raw watch events ({type, object}) from `resource_version`, until the server ends
+    the watch (after about `timeout_seconds`)."""
+    API_REQUESTS.labels("watch", kind).inc()
+    with domain_errors():
+        resp = await call(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=timeout_seconds + 30,
+        )
+    async for event in watch_events(resp):
+        yield event
 
 
 async def watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:

@@ -13,6 +13,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import orjson
@@ -26,8 +27,9 @@ from multigpu_operator.cluster.answers import (
     FIELD_MANAGER,
     create,
     domain_errors,
+    list_raw,
     read_body,
-    watch_events,
+    watch_raw,
 )
 from multigpu_operator.cluster.errors import (
     ClusterError,
@@ -224,15 +226,11 @@ class Kube(KueueCalls):
     async def _list(
         self, kind: str, selector: str, namespace: str | None
     ) -> tuple[list[dict[str, Any]], str]:
-        API_REQUESTS.labels("list", kind).inc()
-        with domain_errors():
-            resp = await self._list_call(
-                kind, namespace, label_selector=selector, _preload_content=False
-            )
-            data = orjson.loads(await resp.read())
-        return data["items"], data["metadata"]["resourceVersion"]
+        return await list_raw(
+            kind, partial(self._list_call, kind, namespace, label_selector=selector)
+        )
 
-    async def _watch(
+    def _watch(
         self,
         kind: str,
         selector: str,
@@ -240,43 +238,15 @@ class Kube(KueueCalls):
         namespace: str | None,
         timeout_seconds: int,
     ) -> AsyncIterator[dict[str, Any]]:
-        API_REQUESTS.labels("watch", kind).inc()
-        with domain_errors():
-            resp = await self._list_call(
-                kind,
-                namespace,
-                label_selector=selector,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                _request_timeout=timeout_seconds + 30,
-            )
-        async for event in watch_events(resp):
-            yield event
+        call = partial(self._list_call, kind, namespace, label_selector=selector)
+        return watch_raw(kind, call, resource_version, timeout_seconds)
 
     async def list_nodes(self) -> tuple[list[dict[str, Any]], str]:
         """Every node, and the list's resourceVersion."""
-        API_REQUESTS.labels("list", "nodes").inc()
-        with domain_errors():
-            resp = await self.core.list_node(_preload_content=False)
-            data = orjson.loads(await resp.read())
-        return data["items"], data["metadata"]["resourceVersion"]
+        return await list_raw("nodes", self.core.list_node)
 
-    async def watch_nodes(
+    def watch_nodes(
         self, resource_version: str, timeout_seconds: int = 300
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) of every node, from `resource_version`."""
-        API_REQUESTS.labels("watch", "nodes").inc()
-        with domain_errors():
-            resp = await self.core.list_node(
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                _request_timeout=timeout_seconds + 30,
-            )
-        async for event in watch_events(resp):
-            yield event
+        return watch_raw("nodes", self.core.list_node, resource_version, timeout_seconds)

@@ -3,14 +3,20 @@ WorkloadPriorityClasses, as part of cluster/api.py's `Kube`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from typing import Any
 
 from kubernetes_asyncio import client
 
 from multigpu_operator.api import kueue
-from multigpu_operator.cluster.answers import FIELD_MANAGER, create, domain_errors, watch_events
+from multigpu_operator.cluster.answers import (
+    FIELD_MANAGER,
+    create,
+    domain_errors,
+    list_raw,
+    watch_raw,
+)
 from multigpu_operator.metrics import API_REQUESTS
 
 
@@ -24,13 +30,9 @@ class KueueCalls:
     ) -> tuple[list[dict[str, Any]], str]:
         """Kueue objects of one kind (in one namespace, all, or cluster-scoped), and the
         list's resourceVersion; NotFound when Kueue's CRDs are not installed."""
-        API_REQUESTS.labels("list", plural).inc()
-        with domain_errors():
-            resp = await self._kueue_list_call(plural, namespace, _preload_content=False)
-            data = json.loads(await resp.read())
-        return data["items"], data["metadata"]["resourceVersion"]
+        return await list_raw(plural, partial(self._kueue_list_call, plural, namespace))
 
-    async def watch_kueue(
+    def watch_kueue(
         self,
         plural: str,
         resource_version: str,
@@ -38,20 +40,8 @@ class KueueCalls:
         timeout_seconds: int = 300,
     ) -> AsyncIterator[dict[str, Any]]:
         """Raw watch events ({type, object}) of one kind of Kueue object."""
-        API_REQUESTS.labels("watch", plural).inc()
-        with domain_errors():
-            resp = await self._kueue_list_call(
-                plural,
-                namespace,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                _request_timeout=timeout_seconds + 30,
-            )
-        async for event in watch_events(resp):
-            yield event
+        call = partial(self._kueue_list_call, plural, namespace)
+        return watch_raw(plural, call, resource_version, timeout_seconds)
 
     def _kueue_list_call(self, plural: str, namespace: str | None, **kwargs: Any) -> Any:
         if namespace:
