@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -143,13 +143,21 @@ def drive(jobs: JobEnv, rng: random.Random) -> None:
     jobs.core.delete_namespaced_service("svc", jobs.namespace)
 
 
-def test_the_operator_killed_dozens_of_times_ends_every_job_as_if_never_killed(
-    operator: OperatorProcess, jobs: JobEnv
-) -> None:
-    rng = random.Random(SEED)
-    killer = Killer(operator, random.Random(rng.random()))
+class Disruptor(Protocol):
+    """What stops operators while jobs are driven: runs in a thread until `stop` is set."""
+
+    stop: threading.Event
+
+    def run(self) -> None: ...
+
+
+def drive_disrupted(
+    jobs: JobEnv, rng: random.Random, disruptor: Disruptor, join_seconds: float
+) -> Watcher:
+    """`drive()` the jobs to their expected phases while `disruptor` runs in a thread, a
+    Watcher recording violations the whole time; the watcher, once both have stopped."""
     watcher = Watcher(jobs)
-    threads = [threading.Thread(target=t.run, daemon=True) for t in (killer, watcher)]
+    threads = [threading.Thread(target=t.run, daemon=True) for t in (disruptor, watcher)]
     for thread in threads:
         thread.start()
     try:
@@ -157,10 +165,19 @@ def test_the_operator_killed_dozens_of_times_ends_every_job_as_if_never_killed(
         for name, expected in EXPECTED.items():
             jobs.wait_phase(name, expected.phase, timeout=WAIT)
     finally:
-        killer.stop.set()
-        threads[0].join(timeout=KILLS * 10)
+        disruptor.stop.set()
+        threads[0].join(timeout=join_seconds)
         watcher.stop.set()
         threads[1].join()
+    return watcher
+
+
+def test_the_operator_killed_dozens_of_times_ends_every_job_as_if_never_killed(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    rng = random.Random(SEED)
+    killer = Killer(operator, random.Random(rng.random()))
+    watcher = drive_disrupted(jobs, rng, killer, join_seconds=KILLS * 10)
     assert killer.error is None, f"seed {SEED}: {killer.error!r}"
     assert killer.kills >= KILLS
     if operator.proc is None or operator.proc.poll() is not None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from integration.test_operator_faults import EXPECTED, WAIT, Watcher, check, drive
+from integration.test_operator_faults import WAIT, check, drive_disrupted
 
 from cluster.localcluster import LocalCluster
 from support.jobs import SIM, JobEnv, job_manifest
@@ -152,19 +152,7 @@ def test_the_leader_stopped_again_and_again_never_splits_a_job(
 ) -> None:
     rng = random.Random(SEED)
     stopper = LeaderStopper(pair, random.Random(rng.random()))
-    watcher = Watcher(jobs)
-    threads = [threading.Thread(target=t.run, daemon=True) for t in (stopper, watcher)]
-    for thread in threads:
-        thread.start()
-    try:
-        drive(jobs, rng)
-        for name, expected in EXPECTED.items():
-            jobs.wait_phase(name, expected.phase, timeout=WAIT)
-    finally:
-        stopper.stop.set()
-        threads[0].join(timeout=KILLS * 30)
-        watcher.stop.set()
-        threads[1].join()
+    watcher = drive_disrupted(jobs, rng, stopper, join_seconds=KILLS * 30)
     assert stopper.error is None, f"seed {SEED}: {stopper.error!r}"
     print(f"seed {SEED}: leader stopped {len(stopper.stops)} times: {' '.join(stopper.stops)}")
     assert len(stopper.stops) >= KILLS
