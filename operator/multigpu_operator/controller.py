@@ -44,6 +44,7 @@ from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.objects import managed_here, older, owned_by, same_version
 from multigpu_operator.plans import PlanCache, offload
+from multigpu_operator.policy.status import first_write_waits
 from multigpu_operator.policy.step import StatusUpdate
 from multigpu_operator.reconcile import decide
 from multigpu_operator.settings import Settings
@@ -231,10 +232,15 @@ class Controller:
             *queued,
         )
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
+        # (A new job's attempt 1 needs no write first: policy/status.py first_write_waits.)
         update = StatusUpdate(decision.status, decision.events, decision.entered)
+        waits = first_write_waits(previous, decision)
+        base = decision.status if waits else None  # what a refusal's status starts from
         try:
-            if not self.status.counts_held(key, previous, decision.status) and not (
-                await self.status.write(body, update)
+            if (
+                not waits
+                and not self.status.counts_held(key, previous, decision.status)
+                and not (await self.status.write(body, update))
             ):
                 return
         except Invalid as err:
@@ -243,6 +249,7 @@ class Controller:
             await self.status.fail(
                 body, "InvalidSpec", f"the job's status was refused: {err.message}"
             )
+            self._wake(key, 0)  # pods created before that write go by the clean-pod policy
             return
         if decision.restarts:
             metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
@@ -260,7 +267,7 @@ class Controller:
         ):
             refused = await create_service(self.cluster, self.services, key, desired.service)
             if refused is not None:
-                await self.status.refused(body, "Service", refused)
+                await self.status.refused(body, "Service", refused, base)
                 return
         unseen = self.informer.unseen(key)
         refused = await create_pods(
@@ -270,7 +277,7 @@ class Controller:
             tuple(p for p in decision.create_pods if p["metadata"]["name"] not in unseen),
         )
         if refused is not None:
-            await self.status.refused(body, "Pod", refused)
+            await self.status.refused(body, "Pod", refused, base)
             return
         if decision.workload is not None:
             waiting = await self.kueue.write(job, desired, decision.workload, queued[1])

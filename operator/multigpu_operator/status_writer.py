@@ -78,28 +78,41 @@ class StatusWriter:
         self._wake(key, since + COUNTS_WRITE_SECONDS - now)
         return True
 
-    async def refused(self, body: dict[str, Any], kind: str, err: Invalid | Forbidden) -> None:
+    async def refused(
+        self,
+        body: dict[str, Any],
+        kind: str,
+        err: Invalid | Forbidden,
+        base: Mapping[str, Any] | None = None,
+    ) -> None:
         """The server refused a child of the job: wait while a quota is full, fail
-        otherwise (no retry makes the server accept the same object)."""
+        otherwise (no retry makes the server accept the same object). `base`: the pass's
+        status, where it was not written before the children."""
         message = refusal_message(kind, err)
         generation = int(body["metadata"].get("generation", 1))
-        previous = body.get("status") or {}
+        previous = base if base is not None else body.get("status") or {}
         now = self._clock()
         if isinstance(err, QuotaExceeded):
             await self.write(body, not_created(previous, generation, "QuotaExceeded", message, now))
             raise WaitingFor(message)
         if kind == "Pod":
             reason = "InvalidPodTemplate" if isinstance(err, Invalid) else "PodForbidden"
-            await self.fail(body, reason, message)
+            await self.fail(body, reason, message, previous)
             return
         failed = invalid_job(previous, generation, "ServiceRefused", message, now)
         # The Created condition must not keep claiming a Service that does not exist.
         created = not_created(failed.status, generation, "ServiceRefused", message, now)
         await self.write(body, StatusUpdate(created.status, failed.events, failed.entered))
 
-    async def fail(self, body: dict[str, Any], reason: str, message: str) -> None:
+    async def fail(
+        self,
+        body: dict[str, Any],
+        reason: str,
+        message: str,
+        base: Mapping[str, Any] | None = None,
+    ) -> None:
         generation = int(body["metadata"].get("generation", 1))
-        previous = body.get("status") or {}
+        previous = base if base is not None else body.get("status") or {}
         await self.write(body, invalid_job(previous, generation, reason, message, self._clock()))
 
     async def write(self, body: dict[str, Any], update: StatusUpdate) -> bool:

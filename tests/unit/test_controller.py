@@ -40,19 +40,39 @@ def gaps(times: list[float]) -> list[float]:
     return [round(later - earlier, 3) for earlier, later in itertools.pairwise(times)]
 
 
-async def test_a_new_job_gets_its_status_then_its_children_then_its_events() -> None:
+async def test_a_new_job_gets_its_children_then_its_status_then_its_events() -> None:
     cluster = FakeCluster()
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(replicas=2))
         await asyncio.sleep(1)
     assert cluster.pod_names() == {"train-0", "train-1"}
     assert set(cluster.services) == {KEY}
-    assert cluster.status("train")["phase"] == "Pending"
+    status = cluster.status("train")
+    assert (status["phase"], status["attempt"], status["createdAttempt"]) == ("Pending", 1, 1)
     calls = methods(cluster)
-    # Counters before pods (a crash cannot forget an attempt); events after the write.
-    assert calls[0] == "patch_job_status"
-    assert {"create_pod", "create_service"} <= set(calls[: calls.index("post_event")])
+    # Attempt 1 is what an empty status means: the first write waits for the pods and
+    # says Created at once (one write fewer); events follow the write.
+    assert sorted(calls[:3]) == ["create_pod", "create_pod", "create_service"]
+    assert calls[3:] == ["patch_job_status", "post_event"]
     assert [e.reason for e in cluster.events] == ["PodsCreated"]
+
+
+async def test_a_new_attempt_is_written_before_its_pods() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec(runPolicy={"backoffLimit": 1}))
+        await asyncio.sleep(1)
+        before = len(cluster.calls)
+        cluster.set_phase("train-0", "Failed", exit_code=1)
+        await asyncio.sleep(5)
+    assert cluster.status("train")["attempt"] == 2
+    # Once the status says attempt 2, a crash cannot make it 1 again: the counters are
+    # written before any pod of the attempt exists.
+    later = [
+        c.method for c in cluster.calls[before:] if c.method in ("patch_job_status", "create_pod")
+    ]
+    assert later[0] == "patch_job_status"
+    assert "create_pod" in later
 
 
 async def test_a_status_conflict_is_retried_and_its_events_wait_for_the_write() -> None:
@@ -61,8 +81,8 @@ async def test_a_status_conflict_is_retried_and_its_events_wait_for_the_write() 
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(1)
-        # The lost write touched nothing: no pods, no events.
-        assert (cluster.pod_names(), cluster.events) == (set(), [])
+        # The lost write posted nothing: events follow a written status only.
+        assert cluster.events == []
         await asyncio.sleep(1)
     writes = [w.at for w in cluster.calls_of("patch_job_status")]
     assert gaps(writes)[0] == 1.5  # CONFLICT_RETRY_SECONDS, and half a second late

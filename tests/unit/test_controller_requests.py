@@ -36,7 +36,7 @@ async def start_pods(cluster: FakeCluster, gap: float, count: int = PODS) -> Non
         await asyncio.sleep(gap)
 
 
-async def test_a_normally_starting_job_costs_its_pods_its_service_and_three_status_writes() -> None:
+async def test_a_normally_starting_job_costs_its_pods_its_service_and_two_status_writes() -> None:
     cluster = FakeCluster(latency=0.005)  # passes overlap the requests, as on a server
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(replicas=PODS))
@@ -47,12 +47,10 @@ async def test_a_normally_starting_job_costs_its_pods_its_service_and_three_stat
     calls = writes(cluster)
     # Each pod once (none again while the watch has not brought it yet), the Service once.
     assert (calls["create_pod"], calls["create_service"]) == (PODS, 1)
-    # The counters before any child exists, Created once the children do, then Running:
-    # no write per pod. (Issue 15 asks for two: the first write must precede the
-    # children, so that a crash cannot lose an attempt, and Created must not wait for
-    # pods that may take minutes to start.)
-    assert calls["patch_job_status"] == 3
-    assert sum(calls[m] for m in ("create_pod", "create_service", "patch_job_status")) == PODS + 4
+    # Pending with Created once the watch shows the pods, then Running: no write per pod,
+    # none before the pods (attempt 1 is what an empty status means).
+    assert calls["patch_job_status"] == 2
+    assert sum(calls[m] for m in ("create_pod", "create_service", "patch_job_status")) == PODS + 3
     assert [e.reason for e in cluster.events] == ["PodsCreated", "PodsRunning"]
     assert calls["post_event"] == len(cluster.events) <= 3
     assert calls.keys() <= {"create_pod", "create_service", "patch_job_status", "post_event"}

@@ -102,6 +102,24 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     )
 
 
+def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
+    """Whether a job's first status may wait for its pods: a pass that creates the pods
+    of attempt 1 of a job whose status was never written, with nothing to say but
+    Pending. Counters go to the status before any pod (a crash must not lose an
+    attempt), but attempt 1 and 0 restarts are what any later pass derives from an empty
+    status: the first write, with Created, follows once the watch shows the pods, and a
+    normal job costs two status writes, not three."""
+    status = decision.status
+    return (
+        not previous
+        and bool(decision.create_pods)
+        and not decision.events
+        and status.get("phase") == Phase.PENDING
+        and status.get("attempt") == 1
+        and not status.get("restarts")
+    )
+
+
 def counts_only(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     """Whether `status` differs from `previous` only in the pod counts."""
     changed = {k for k in {*previous, *status} if previous.get(k) != status.get(k)}
