@@ -106,10 +106,11 @@ def decide(
     return replace(decision, workload=change) if change else decision
 
 
-def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
+def plan_object(body: Mapping[str, Any], validated: bool = False) -> tuple[Job, DesiredState] | str:
     """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
-    planned (pure: may run in a worker thread)."""
-    problems = validate_object(body)
+    planned (pure: may run in a worker thread). `validated`: this spec passed
+    validate_object before (planned again, the plan having left the cache)."""
+    problems = [] if validated else validate_object(body)
     if problems:
         # The API server rejects such a spec; this one was stored before a CRD upgrade
         # or with validation off, so Job.from_object may not read it.
