@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from multigpu_operator.cluster.errors import Forbidden
-from multigpu_operator.cluster.informer import trim_pod
 from multigpu_operator.cluster.nodes import NodeInformer, trim_node
+from multigpu_operator.cluster.trim import trim_pod
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 

@@ -25,6 +25,7 @@ def job(name: str, replicas: int = 8, generation: int = 1) -> dict[str, Any]:
 def validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the jobs validate_object was run for."""
     seen: list[str] = []
+
     def counted(body: Any) -> list[str]:
         seen.append(body["metadata"]["name"])
         return validate_object(body)

@@ -24,82 +24,11 @@ from typing import Any
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
 from multigpu_operator.cluster.errors import Gone
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.trim import trim_pod, trim_service
 
 log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str]  # (namespace, job name)
-
-
-def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep what status policy, reconciliation and metrics read."""
-    meta = pod["metadata"]
-    status = pod.get("status", {})
-    owners = [
-        {"uid": ref["uid"]} for ref in meta.get("ownerReferences", []) if ref.get("controller")
-    ]
-    return {
-        "metadata": {
-            "ownerReferences": owners,
-            **{
-                k: meta[k]
-                for k in (
-                    "name",
-                    "namespace",
-                    "uid",
-                    "labels",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "resourceVersion",
-                )
-                if k in meta
-            },
-        },
-        "spec": {"nodeName": pod.get("spec", {}).get("nodeName"), **_scheduling(pod)},
-        "status": {
-            k: status[k]
-            for k in (
-                "phase",
-                "reason",
-                "message",
-                "conditions",
-                "containerStatuses",
-                "initContainerStatuses",
-                "podIP",
-                "startTime",
-            )
-            if k in status
-        },
-    }
-
-
-def _scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """What the scheduler fits a pod by, as admission left it (LimitRange defaults, a
-    webhook's tolerations, a RuntimeClass's overhead): policy/fit.py reads it."""
-    spec = pod.get("spec") or {}
-    kept: dict[str, Any] = {
-        k: spec[k] for k in ("nodeSelector", "tolerations", "overhead") if k in spec
-    }
-    for key in ("initContainers", "containers"):
-        if key in spec:
-            kept[key] = [
-                {k: c[k] for k in ("name", "restartPolicy", "resources") if k in c}
-                for c in spec[key]
-            ]
-    return kept
-
-
-def trim_service(service: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep what the controller reads of a job's Service: that it exists, and whose it is."""
-    meta = service["metadata"]
-    owners = [
-        {"uid": ref["uid"]} for ref in meta.get("ownerReferences", []) if ref.get("controller")
-    ]
-    return {
-        "metadata": {
-            "ownerReferences": owners,
-            **{k: meta[k] for k in ("name", "namespace", "uid", "labels") if k in meta},
-        }
-    }
 
 
 class ChildInformer:
