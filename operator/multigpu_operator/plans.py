@@ -25,7 +25,7 @@ INLINE_PODS = 100
 # Desired pods kept planned, over all jobs (about 9 KiB each): the jobs passed over most
 # recently keep their plans, so memory does not grow with the number of jobs; an older
 # job is planned again when it needs a pass, without validating its spec again.
-CACHED_PODS = 2048
+CACHED_PODS = 1024
 
 
 async def offload(pods: int, work: Callable[..., T], *args: Any) -> T:

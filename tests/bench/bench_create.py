@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.observe import (
     Timeline,
     clock,
+    control_plane_cpu,
     counter_total,
     cpu_seconds,
     operator_events,
@@ -166,6 +167,8 @@ class Run:
             )
             before = proc.metrics()
             cpu_before = cpu_seconds(pid)
+            cluster_dir = self.cluster.kubeconfig.parent
+            plane_before = control_plane_cpu(cluster_dir, pid)
             sampler = Sampler(pid, Path(args.profile)) if args.profile else None
             names = [f"job-{i}" for i in range(args.jobs)]
             submitted = await submit_all(names, args.rate, lambda n: self.create_job(namespace, n))
@@ -188,7 +191,11 @@ class Run:
             reconciles = counter_total(after, "mgj_reconcile_duration_seconds_count") - (
                 counter_total(before, "mgj_reconcile_duration_seconds_count")
             )
-            figures.cpu_per_reconcile_ms = 1000 * (cpu_seconds(pid) - cpu_before) / reconciles
+            used = cpu_seconds(pid) - cpu_before
+            figures.cpu_per_reconcile_ms = 1000 * used / reconciles
+            figures.cpu_per_job_ms = 1000 * used / len(names)
+            plane = control_plane_cpu(cluster_dir, pid) - plane_before
+            figures.control_plane_ms_per_job = 1000 * plane / len(names)
             figures.rss_mib = rss_mib(pid)
             figures.peak_rss_mib = rss_mib(pid, "VmHWM")
             figures.cycle_rss_mib = await self.cycles(namespace, timeline, pid)
@@ -229,11 +236,17 @@ class Run:
                 )
 
             names = [f"job-{i}" for i in range(args.jobs)]
+            cluster_dir = self.cluster.kubeconfig.parent
+            plane_before = control_plane_cpu(cluster_dir)
             submitted = await submit_all(names, args.rate, submit)
             await timeline.wait(
                 lambda: all(timeline.all_created(j, args.pods) for j in names), WAIT_S
             )
             creation_figures(timeline, submitted, args.pods, figures)
+            await timeline.wait(partial(_all_pods_running, timeline, names, args.pods), WAIT_S)
+            await asyncio.sleep(2)  # as for the operator: the last writes land
+            plane = control_plane_cpu(cluster_dir) - plane_before
+            figures.control_plane_ms_per_job = 1000 * plane / len(names)
             figures.requests_per_job = float(args.pods)
             return figures
         finally:
@@ -243,6 +256,10 @@ class Run:
 
 def _all_running(timeline: Timeline, names: list[str]) -> bool:
     return all(j in timeline.job_running for j in names)
+
+
+def _all_pods_running(timeline: Timeline, names: list[str], pods: int) -> bool:
+    return all(timeline.all_running(j, pods) is not None for j in names)
 
 
 def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
@@ -281,7 +298,9 @@ async def main_async(args: argparse.Namespace) -> None:
         cluster.kubectl("create", "namespace", ns)
     try:
         op = await run.operator(namespaces[0])
-        cluster.kubectl("delete", "namespace", namespaces[0], "--wait=false", check=False)
+        # The bare client starts on a cluster as quiet as the operator's was: not while
+        # the operator's pods are being deleted.
+        cluster.kubectl("delete", "namespace", namespaces[0], "--timeout=600s", check=False)
         bare = await run.bare(namespaces[1])
     finally:
         await api.close()

@@ -156,6 +156,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def control_plane_cpu(cluster_dir: Path, leave_out: int | None = None) -> float:
+    """CPU seconds used so far by the local control plane's processes (kube-apiserver,
+    etcd, controller-manager, scheduler, kwok: kwokctl starts each with files of the
+    cluster's directory), `leave_out` (the operator, given the same kubeconfig) aside."""
+    marker = str(cluster_dir).encode()
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in (leave_out, os.getpid()):
+            continue
+        try:
+            if marker in (entry / "cmdline").read_bytes():
+                total += cpu_seconds(int(entry.name))
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+    return total
+
+
 def counter_total(
     metrics_text: str, name: str, skip: Callable[[str], bool] = lambda _: False
 ) -> float:

@@ -21,6 +21,8 @@ class Figures:
     requests_by_kind: str = ""
     events_per_job: float = NAN
     cpu_per_reconcile_ms: float = NAN
+    cpu_per_job_ms: float = NAN  # the operator's CPU over the measured jobs
+    control_plane_ms_per_job: float = NAN  # the API server's, etcd's, ... CPU per job
     rss_mib: float = NAN  # with every measured job's pods in the cache
     peak_rss_mib: float = NAN
     cycle_rss_mib: list[float] = field(default_factory=list)
@@ -68,6 +70,15 @@ def print_report(args: argparse.Namespace, op: Figures, bare: Figures) -> None:
             op.cpu_per_reconcile_ms,
             NAN,
             f"flat in existing jobs (here {args.existing})",
+        )
+    )
+    print(_line("operator CPU per job (ms)", op.cpu_per_job_ms, NAN, "-"))
+    print(
+        _line(
+            "control plane CPU per job (ms)",
+            op.control_plane_ms_per_job,
+            bare.control_plane_ms_per_job,
+            "- (what the cluster spends on each job: the bound on jobs/s on a shared machine)",
         )
     )
     print(_line(f"RSS at {args.jobs * pods} pods (MiB)", op.rss_mib, NAN, "<= 150 at 10,000 pods"))
