@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from multigpu_operator import metrics
+from multigpu_operator.api.crd import crd
+from multigpu_operator.api.server_rules import rules_enforced_since
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.children import (
     WaitingFor,
@@ -130,6 +132,20 @@ class Controller:
         if known is not None and same_version(body, known):
             return  # the echo of our own status write: nothing new to reconcile
         self.enqueue(key)
+
+    def crd_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Called by kopf for watch events of our CRD: whether the API server checks new
+        jobs against the operator's own rules, and since when (api/server_rules.py)."""
+        since = None if event_type == "DELETED" else rules_enforced_since(body, crd())
+        if since != self.plans.server_rules_since:
+            log.info(
+                "the installed CRD's rules are %s",
+                f"the operator's since {since.isoformat()}: jobs created later are not "
+                "validated again"
+                if since
+                else "not known to be the operator's: every job is validated",
+            )
+        self.plans.server_rules_since = since
 
     def enqueue(self, key: JobKey) -> None:
         """Reconcile `key` soon (once more after the running pass, if one is running)."""

@@ -43,6 +43,11 @@ API_REQUESTS = Counter(
     "mgj_api_requests_total", "Requests the operator sent to the API server", ["verb", "resource"]
 )
 RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
+SPEC_VALIDATIONS = Counter(
+    "mgj_spec_validations_total",
+    "Job specs the operator validated itself (those the API server checked against the "
+    "same rules are not: api/server_rules.py)",
+)
 RESTARTS = Counter(
     "mgj_restarts_total",
     "Restarts decided by the operator: a new attempt, or an elastic pod replaced",

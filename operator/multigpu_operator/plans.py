@@ -12,8 +12,11 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
+from multigpu_operator import metrics
+from multigpu_operator.api.server_rules import checked_by_server
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.reconcile import plan_object
@@ -38,13 +41,16 @@ async def offload(pods: int, work: Callable[..., T], *args: Any) -> T:
 class PlanCache:
     """Plans by job UID, kept while the spec (generation) and labels stay the same (a
     job sees many passes, its spec few changes), the least recently used dropped first
-    past CACHED_PODS pods."""
+    past CACHED_PODS pods. A spec is validated once, and not at all if the API server
+    checked it against the same rules (`server_rules_since`, api/server_rules.py)."""
 
     def __init__(self, cached_pods: int = CACHED_PODS) -> None:
         self._plans: OrderedDict[str, tuple[Any, Planned]] = OrderedDict()
         self._pods = 0  # desired pods in _plans
         self._limit = cached_pods
         self._valid: dict[str, Any] = {}  # uid -> the spec key that passed validation
+        # Since when the API server enforces the operator's own rules (None: not known to).
+        self.server_rules_since: datetime | None = None
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -68,7 +74,10 @@ class PlanCache:
             return cached[1]
         replicas = (body.get("spec") or {}).get("replicas")
         size = replicas if isinstance(replicas, int) else 1
-        planned = await offload(size, plan_object, body, self._valid.get(uid) == key)
+        validated = self._valid.get(uid) == key or checked_by_server(body, self.server_rules_since)
+        if not validated:
+            metrics.SPEC_VALIDATIONS.inc()
+        planned = await offload(size, plan_object, body, validated)
         if not isinstance(planned, str):
             self._valid[uid] = key
         self._drop(uid)

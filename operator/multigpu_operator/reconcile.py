@@ -108,8 +108,8 @@ def decide(
 
 def plan_object(body: Mapping[str, Any], validated: bool = False) -> tuple[Job, DesiredState] | str:
     """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
-    planned (pure: may run in a worker thread). `validated`: this spec passed
-    validate_object before (planned again, the plan having left the cache)."""
+    planned (pure: may run in a worker thread). `validated`: this spec passed our rules
+    before (here, or at the API server: api/server_rules.py)."""
     problems = [] if validated else validate_object(body)
     if problems:
         # The API server rejects such a spec; this one was stored before a CRD upgrade
@@ -117,7 +117,10 @@ def plan_object(body: Mapping[str, Any], validated: bool = False) -> tuple[Job, 
         return "; ".join(problems)
     # The same checks bound every count (api/limits.py): no stored object makes the
     # operator plan more pods than the API allows.
-    job = Job.from_object(body)
+    try:
+        job = Job.from_object(body)
+    except ValueError as err:  # pydantic's ValidationError: a spec thought validated
+        return "; ".join(validate_object(body)) or str(err)
     try:
         return job, plan_job(job)
     except PlanError as err:
