@@ -16,8 +16,11 @@ CACHE_DIR := $(or $(MGJ_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/multig
 WHEELHOUSE := $(CACHE_DIR)/images/wheelhouse
 TORCH := torch>=2.14,<2.15
 
-.PHONY: help demo test venv tools images lint typecheck unit integration cluster-up \
-	cluster-down clean
+.PHONY: help demo test venv host-packages tools images lint typecheck unit integration \
+	cluster-up cluster-down clean prepare-test prepare-cluster
+# What a cold `make test` or `make demo` prepares runs side by side: the Go builds use
+# the CPU, the venv and the image builds mostly the network and the disk (docs/development.md).
+PARALLEL := $(MAKE) --jobs=3 --output-sync=target --no-print-directory
 
 help:
 	@echo "make demo          local cluster + the operator in it; a DDP job trains on real pods"
@@ -39,11 +42,13 @@ $(VENV_STAMP): pyproject.toml images/trainer/pyproject.toml
 
 venv: $(VENV_STAMP)
 
-tools:
+host-packages:
 	bash tests/cluster/host-packages.sh
+
+tools: host-packages
 	bash tests/cluster/build-tools.sh >/dev/null
 
-images: venv tools
+images: venv host-packages
 	$(BIN)/python tests/cluster/images.py build
 
 lint: venv
@@ -61,7 +66,10 @@ unit: venv
 integration: venv tools images
 	$(BIN)/pytest tests/integration
 
-test: venv tools images lint typecheck
+prepare-test: venv tools images lint typecheck
+
+test:
+	$(PARALLEL) prepare-test
 	$(BIN)/pytest tests
 
 cluster-up: venv tools images
@@ -70,7 +78,10 @@ cluster-up: venv tools images
 cluster-down: venv tools
 	$(CLUSTER) down --all
 
-demo: venv tools images
+prepare-cluster: venv tools images
+
+demo:
+	$(PARALLEL) prepare-cluster
 	$(BIN)/python tests/cluster/demo.py
 
 # Not part of `make test`: it needs NVIDIA GPUs (without one it says so and exits 2).
