@@ -82,6 +82,8 @@ class Controller:
             Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
         )
         self._clock = clock  # the time decisions and timestamps are made at
+        # Our CRD's generation and when this operator first saw it (api/server_rules.py).
+        self._crd_seen: tuple[Any, datetime] | None = None
         self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcilers: list[asyncio.Task[None]] = []
@@ -136,7 +138,11 @@ class Controller:
     def crd_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """Called by kopf for watch events of our CRD: whether the API server checks new
         jobs against the operator's own rules, and since when (api/server_rules.py)."""
-        since = None if event_type == "DELETED" else rules_enforced_since(body, crd())
+        generation = body.get("metadata", {}).get("generation")
+        if self._crd_seen is None or self._crd_seen[0] != generation:
+            self._crd_seen = (generation, self._clock())
+        seen = self._crd_seen[1]
+        since = None if event_type == "DELETED" else rules_enforced_since(body, crd(), seen)
         if since != self.plans.server_rules_since:
             log.info(
                 "the installed CRD's rules are %s",

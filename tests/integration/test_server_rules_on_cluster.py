@@ -6,6 +6,7 @@ edited one is validated again. The rules themselves: tests/unit/test_server_rule
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from kubernetes import client
 
@@ -16,6 +17,7 @@ from support.jobs import SIM, JobEnv, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
+TRUSTED = "the installed CRD's rules are the operator's since"
 RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
@@ -30,13 +32,15 @@ def test_the_stored_crd_keeps_our_rules(
     installed_crd: LocalCluster, api_client: client.ApiClient
 ) -> None:
     stored = client.ApiextensionsV1Api(api_client).read_custom_resource_definition(CRD_NAME)
-    assert rules_enforced_since(api_client.sanitize_for_serialization(stored), crd()) is not None
+    as_stored = api_client.sanitize_for_serialization(stored)
+    assert rules_enforced_since(as_stored, crd(), datetime.now(UTC)) is not None
 
 
 def test_a_new_job_is_not_validated_again_and_an_edited_one_is(
     operator: OperatorProcess, jobs: JobEnv
 ) -> None:
-    time.sleep(1.1)  # created in a later second than the CRD's last change
+    wait_for(lambda: TRUSTED in operator.log(), "the operator trusting the installed CRD")
+    time.sleep(1.1)  # created in a later second than the CRD's last change or first sight
     jobs.apply(job_manifest("fresh", annotations=RUN_LONG))
     jobs.wait_phase("fresh", "Running")
     assert validations(operator) == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -45,19 +45,31 @@ def unknown_time() -> dict[str, Any]:
     return obj
 
 
+def taken_over() -> dict[str, Any]:
+    """`helm install`, then `kubectl apply --server-side --force-conflicts`: helm's entry
+    keeps no time."""
+    obj = installed()
+    obj["metadata"]["managedFields"][0] = {"manager": "helm", "operation": "Apply"}
+    return obj
+
+
+SEEN = datetime(2026, 11, 26, 10, 0, 0, tzinfo=UTC)  # when the operator first saw it
+
+
 @pytest.mark.parametrize(
     ("crd_object", "since"),
     [
         (installed(), SINCE),  # ours, last changed at CHANGED
         (without_rules(), None),  # an older or edited CRD: its rules are not ours
-        (unknown_time(), None),  # when it changed is unknown
+        (unknown_time(), SEEN),  # when it changed is unknown: since the operator saw it
+        (taken_over(), SEEN),
     ],
-    ids=["ours", "other-rules", "no-time"],
+    ids=["ours", "other-rules", "no-time", "taken-over"],
 )
 def test_the_server_enforces_our_rules_since_the_crd_last_changed(
     crd_object: dict[str, Any], since: datetime | None
 ) -> None:
-    assert rules_enforced_since(crd_object, crd()) == since
+    assert rules_enforced_since(crd_object, crd(), SEEN) == since
 
 
 def job(created: str | None, generation: int = 1) -> dict[str, Any]:
@@ -107,3 +119,21 @@ async def test_the_controller_validates_only_jobs_the_server_did_not_check() -> 
         assert validations() - before == 2
     for name in ("old", "new", "after"):
         assert cluster.status(name)["phase"] == "Pending"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=3600)
+async def test_a_crd_changed_at_an_unknown_time_is_trusted_from_when_the_operator_saw_it() -> None:
+    async with running_controller(FakeCluster()) as controller:
+        seen = taken_over()
+        seen["metadata"]["generation"] = 1
+        controller.crd_event("ADDED", seen)
+        since = controller.plans.server_rules_since
+        assert since is not None
+        await asyncio.sleep(60)
+        controller.crd_event("MODIFIED", seen)  # its status, say: the same generation
+        assert controller.plans.server_rules_since == since
+        changed = copy.deepcopy(seen)
+        changed["metadata"]["generation"] = 2
+        controller.crd_event("MODIFIED", changed)
+        assert controller.plans.server_rules_since == since + timedelta(seconds=60)

@@ -10,6 +10,11 @@ checked against exactly the operator's rules when
   the server's validation ratcheting).
 Anything else (a CRD older or newer than the operator, a job stored before an upgrade,
 an edited spec, a missing timestamp) is validated offline, as every job was before.
+
+When the CRD last changed is read from its managedFields. An entry may have no time (a
+manager whose fields another took over by force, as `helm install` then `kubectl apply
+--server-side --force-conflicts` leave it): the change is then only known to be older
+than the moment the operator first saw this generation of the CRD, which is used instead.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from datetime import datetime
 from typing import Any
 
 
-def rules_enforced_since(installed: Mapping[str, Any], ours: Mapping[str, Any]) -> datetime | None:
+def rules_enforced_since(
+    installed: Mapping[str, Any], ours: Mapping[str, Any], seen: datetime
+) -> datetime | None:
     """Since when the server enforces our rules: when the installed CRD last changed, if
-    its schemas are ours; None if they are not, or if that time is unknown."""
+    its schemas are ours (None if not); `seen`, when the operator first saw this
+    generation of it, if a change's time is unknown."""
     if _schemas(installed) != _schemas(ours):
         return None
     # Changes to the CRD itself, not its status (the server's own conditions).
@@ -31,9 +39,10 @@ def rules_enforced_since(installed: Mapping[str, Any], ours: Mapping[str, Any]) 
         if not e.get("subresource")
     ]
     times = [_time(e.get("time")) for e in entries]
-    if not times or any(t is None for t in times):
-        return None
-    return max(t for t in times if t is not None)
+    known = [t for t in times if t is not None]
+    if not times or len(known) < len(times):
+        return seen
+    return max(known)
 
 
 def checked_by_server(job: Mapping[str, Any], since: datetime | None) -> bool:
