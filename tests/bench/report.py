@@ -56,7 +56,7 @@ def print_report(args: argparse.Namespace, op: Figures, bare: Figures) -> None:
     print(_line("p99 all pods Running -> job Running", op.p99_running_s, NAN, "<= 1 s"))
     print(
         _line(
-            "API requests per job",
+            "API requests per job, Events aside",
             op.requests_per_job,
             bare.requests_per_job,
             f"<= pods + 3 = {pods + 3}",
