@@ -14,6 +14,10 @@ memory across cycles). Last, in another fresh namespace, a bare async client cre
 the same pods on the same schedule: what the API server allows, the bar each figure is
 printed against. `--profile FILE` samples the operator with py-spy during the jobs'
 submission and prints the top functions.
+
+A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
+print as soon as its phase ends, the full report with the ratios at the very end; a line
+on stderr every 30 s tells how far the current phase has got.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from bench.observe import (
     counter_total,
     cpu_seconds,
     operator_events,
+    report_progress,
     rss_mib,
     start_watches,
 )
@@ -58,6 +63,7 @@ MEASURED = "bench/measured"
 # kwok runs the pods until this passes (tests/cluster/stages.yaml): none finishes mid-run.
 RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
 WAIT_S = 900
+GPUS_PER_NODE = 8
 
 
 def job_manifest(name: str, pods: int, suspend: bool = False) -> dict[str, Any]:
@@ -159,8 +165,10 @@ class Run:
         pid = proc.proc.pid
         timeline = Timeline(JOB_LABEL)
         watches = start_watches(self.api, namespace, timeline)
+        watches.append(asyncio.create_task(report_progress("operator", timeline, args.pods)))
         try:
             old = [f"old-{i}" for i in range(args.existing)]
+            timeline.watching, timeline.step = old, "existing jobs"
             await submit_all(old, 0, lambda n: self.create_job(namespace, n, suspend=True))
             await timeline.wait(
                 lambda: all(timeline.job_phase.get(n) == "Suspended" for n in old), WAIT_S
@@ -171,6 +179,7 @@ class Run:
             plane_before = control_plane_cpu(cluster_dir, pid)
             sampler = Sampler(pid, Path(args.profile)) if args.profile else None
             names = [f"job-{i}" for i in range(args.jobs)]
+            timeline.watching, timeline.step = names, ""
             submitted = await submit_all(names, args.rate, lambda n: self.create_job(namespace, n))
             await timeline.wait(lambda: all(j in timeline.job_running for j in names), WAIT_S)
             if sampler is not None:
@@ -209,11 +218,13 @@ class Run:
         """Delete the jobs and create them again, `--cycles` times: RSS after each."""
         rss = []
         for cycle in range(self.args.cycles):
+            timeline.step = f"cycle {cycle + 1}/{self.args.cycles}, deleting"
             await self.custom.delete_collection_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, label_selector=MEASURED
             )
             await timeline.wait(lambda: not any(timeline.created.values()), WAIT_S)
             names = [f"c{cycle}-{i}" for i in range(self.args.jobs)]
+            timeline.watching, timeline.step = names, f"cycle {cycle + 1}/{self.args.cycles}"
             await submit_all(names, self.args.rate, lambda n: self.create_job(namespace, n))
             await timeline.wait(partial(_all_running, timeline, names), WAIT_S)
             rss.append(rss_mib(pid))
@@ -224,6 +235,7 @@ class Run:
         core = client.CoreV1Api(self.api)
         timeline = Timeline(BARE_LABEL)
         watches = start_watches(self.api, namespace, timeline)
+        watches.append(asyncio.create_task(report_progress("bare client", timeline, args.pods)))
         try:
             await asyncio.sleep(0.5)
 
@@ -236,6 +248,7 @@ class Run:
                 )
 
             names = [f"job-{i}" for i in range(args.jobs)]
+            timeline.watching = names
             cluster_dir = self.cluster.kubeconfig.parent
             plane_before = control_plane_cpu(cluster_dir)
             submitted = await submit_all(names, args.rate, submit)
@@ -281,8 +294,6 @@ def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    if args.duration:
-        args.jobs = int(args.rate * args.duration)
     cluster = LocalCluster(build_tools())
     cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
     cluster.install_crds(REPO / "manifests/crd")
@@ -291,7 +302,7 @@ async def main_async(args: argparse.Namespace) -> None:
     cfg.connection_pool_maxsize = 64
     api = client.ApiClient(cfg)
     run = Run(args, api, cluster)
-    nodes = [gpu_node(f"bench-{run.run_id}-{i}", 8) for i in range(args.nodes)]
+    nodes = [gpu_node(f"bench-{run.run_id}-{i}", GPUS_PER_NODE) for i in range(args.nodes)]
     cluster.kubectl(
         "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
     )
@@ -300,8 +311,10 @@ async def main_async(args: argparse.Namespace) -> None:
         cluster.kubectl("create", "namespace", ns)
     try:
         op = await run.operator(namespaces[0])
+        print_report(args, op)
         # The bare client starts on a cluster as quiet as the operator's was: not while
         # the operator's pods are being deleted.
+        print(f"deleting namespace {namespaces[0]}, then the bare client", file=sys.stderr)
         cluster.kubectl("delete", "namespace", namespaces[0], "--timeout=600s", check=False)
         bare = await run.bare(namespaces[1])
     finally:
@@ -326,7 +339,27 @@ def main() -> None:
     parser.add_argument("--existing", type=int, default=0, help="suspended jobs already there")
     parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
     parser.add_argument("--profile", default="", help="py-spy raw output file")
-    asyncio.run(main_async(parser.parse_args()))
+    args = parser.parse_args()
+    if args.duration:
+        args.jobs = int(args.rate * args.duration)
+    check_capacity(parser, args)
+    asyncio.run(main_async(args))
+
+
+def check_capacity(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse a run whose pods cannot all be placed: they would stay Pending and every
+    wait run to its limit (both phases), with no figure at the end. The cycles delete the
+    jobs before creating as many again and the existing jobs are suspended (no pods), so
+    the measured jobs' pods, one GPU each, are the whole need."""
+    gpus = args.jobs * args.pods
+    jobs = f"{args.jobs} jobs" + (" (--rate x --duration)" if args.duration else "")
+    needed = -(-gpus // GPUS_PER_NODE)  # ceiling division
+    if args.nodes < needed:
+        parser.error(
+            f"--nodes must be at least {needed} for {jobs} x {args.pods} pods "
+            f"(one GPU each, {GPUS_PER_NODE} GPUs a node): {args.nodes} nodes have "
+            f"{args.nodes * GPUS_PER_NODE} GPUs for {gpus} pods"
+        )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +33,9 @@ class Timeline:
     job_running: dict[str, float] = field(default_factory=dict)
     job_phase: dict[str, str] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # What the run is at now, for progress(): the jobs it waits on and, if any, a step.
+    watching: list[str] = field(default_factory=list)
+    step: str = ""
 
     def pod_event(self, pod: dict[str, Any], deleted: bool = False) -> None:
         meta = pod["metadata"]
@@ -67,11 +71,39 @@ class Timeline:
         times = self.running.get(job, {})
         return max(times.values()) if len(times) >= pods else None
 
+    def progress(self, pods: int) -> str:
+        """How far the jobs in `watching` have got. A job with a status (the operator's)
+        counts as Running by it, one without (the bare client's) by its pods."""
+        jobs = self.watching
+        running = sum(
+            j in self.job_running if j in self.job_phase else self.all_running(j, pods) is not None
+            for j in jobs
+        )
+        suspended = sum(self.job_phase.get(j) == "Suspended" for j in jobs)
+        created = sum(len(self.created.get(j, {})) for j in jobs)
+        pods_running = sum(len(self.running.get(j, {})) for j in jobs)
+        return (
+            f"{running}/{len(jobs)} jobs Running"
+            + (f", {suspended} Suspended" if suspended else "")
+            + f", {created}/{len(jobs) * pods} pods created, {pods_running} Running"
+        )
+
     async def wait(self, done: Callable[[], bool], limit_s: float) -> None:
         async with asyncio.timeout(limit_s):
             while not done():
                 self.changed.clear()
                 await self.changed.wait()
+
+
+async def report_progress(phase: str, timeline: Timeline, pods: int, every_s: float = 30) -> None:
+    """A line on stderr every `every_s` until cancelled: a long run shows it is alive and
+    how far it has got (the figures come only at the end of each phase)."""
+    start = clock()
+    while True:
+        await asyncio.sleep(every_s)
+        step = f", {timeline.step}" if timeline.step else ""
+        line = f"{phase}{step}: {timeline.progress(pods)} ({clock() - start:.0f} s)"
+        print(line, file=sys.stderr, flush=True)
 
 
 async def watch(
