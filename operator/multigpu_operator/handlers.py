@@ -33,9 +33,16 @@ registry = kopf.OperatorRegistry()
 
 
 @kopf.on.login(registry=registry)
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(settings: kopf.OperatorSettings, **_: Any) -> kopf.ConnectionInfo | None:
     # A custom registry does not get kopf's default login handlers.
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    return credentials(settings)
+
+
+def credentials(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
+    """The service account in a pod, else the kubeconfig: kopf's own two logins."""
+    return kopf.login_with_service_account(settings=settings) or kopf.login_with_kubeconfig(
+        settings=settings
+    )
 
 
 @kopf.on.startup(registry=registry)
@@ -47,7 +54,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    api = await connect()
+    # The operator's own requests go on kopf's credentials (a service account's token is
+    # read again when the API server refuses it as expired).
+    api = await connect(functools.partial(credentials, settings))
     controller = Controller(Kube(api), config)
     memo["api"] = api
     memo["controller"] = controller

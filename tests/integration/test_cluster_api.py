@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import kopf
 import pytest
 from kubernetes import client
 
@@ -32,7 +33,7 @@ def test_a_delete_meant_for_a_gone_pod_leaves_its_namesake_alone(
     new = core.create_namespaced_pod(namespace, POD).metadata.uid
 
     async def delete(uid: str) -> None:
-        api = await connect()
+        api = await connect(lambda: kopf.login_with_kubeconfig(settings=kopf.OperatorSettings()))
         try:
             await Kube(api).delete_pod(namespace, "same", uid)
         finally:

@@ -1,5 +1,5 @@
 """The API server's answers become the controller's domain errors in one place
-(cluster/errors.py, cluster/api.py), and a refused pod names the field to fix
+(cluster/errors.py, cluster/rest.py), and a refused pod names the field to fix
 (cluster/admission.py). The wordings are the real server's (v1.36), checked against it
 in tests/integration/test_operator_answers.py."""
 
@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multigpu_operator.cluster.admission import refused_field
-from multigpu_operator.cluster.answers import domain_errors
 from multigpu_operator.cluster.errors import (
     AccessDenied,
     ClusterError,
@@ -24,6 +22,7 @@ from multigpu_operator.cluster.errors import (
     QuotaExceeded,
     from_status,
 )
+from multigpu_operator.cluster.rest import refusal
 
 TERMINATING = (
     'pods "p" is forbidden: unable to create new content in namespace ns because it is being '
@@ -83,9 +82,8 @@ def test_an_answer_becomes_its_domain_error(
     assert (type(got), got.message, got.status) == (error, message, status)
 
 
-def test_the_status_body_of_a_client_exception_gives_message_and_causes() -> None:
-    exc = ApiException(status=403, reason="Forbidden")
-    exc.body = json.dumps(
+def test_the_status_body_of_an_error_answer_gives_message_and_causes() -> None:
+    body = json.dumps(
         {
             "kind": "Status",
             "message": TERMINATING,
@@ -93,15 +91,14 @@ def test_the_status_body_of_a_client_exception_gives_message_and_causes() -> Non
             "code": 403,
         }
     ).encode()
-    with pytest.raises(NamespaceTerminating) as raised, domain_errors():
-        raise exc
-    assert raised.value.message == TERMINATING
+    got = refusal(403, "Forbidden", body)
+    assert (type(got), got.message) == (NamespaceTerminating, TERMINATING)
 
 
-def test_a_client_exception_without_a_status_body_keeps_its_reason() -> None:
-    with pytest.raises(ClusterError) as raised, domain_errors():
-        raise ApiException(status=503, reason="Service Unavailable")
-    assert (raised.value.message, raised.value.status) == ("Service Unavailable", 503)
+@pytest.mark.parametrize("body", [b"", b"upstream connect error", b"[1]", b'{"kind": "Status"}'])
+def test_an_error_answer_without_a_status_body_keeps_its_reason(body: bytes) -> None:
+    got = refusal(503, "Service Unavailable", body)
+    assert (type(got), got.message, got.status) == (ClusterError, "Service Unavailable", 503)
 
 
 @pytest.mark.parametrize(

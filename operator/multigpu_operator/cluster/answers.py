@@ -1,114 +1,75 @@
-"""The API server's answers as the operator reads them: raw bodies (never the client's
-models), watch events decoded with orjson, and every error status turned into the
-domain errors of cluster/errors.py (the only place that reads the client's exceptions)."""
+"""The shapes of the operator's requests and answers over cluster/rest.py: a create that
+may find its object already there, a list (items and resourceVersion) and a watch
+(decoded events), all counted by kind in the operator's request metric."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from multigpu_operator.cluster.errors import ClusterError, Conflict, from_status
+from multigpu_operator.cluster.errors import Conflict
+from multigpu_operator.cluster.rest import Rest, status_error
 from multigpu_operator.metrics import API_REQUESTS
 
 # The name the API server records the operator's writes under (managedFields).
 FIELD_MANAGER = "multigpu-operator"
 
 
-# A list call of the client bound to its kind, namespace and selector: the same call lists
-# (a page of items) or, with watch=True, streams watch events.
-ListCall = Callable[..., Awaitable[Any]]
+def collection(group: str, version: str, plural: str, namespace: str | None = None) -> str:
+    """The path of a collection: core (group "") or a named group, in one namespace or
+    across all (or cluster-scoped)."""
+    root = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    return f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
 
 
-async def list_raw(kind: str, call: ListCall) -> tuple[list[dict[str, Any]], str]:
-    """One list request: the items, as plain dicts, and the list's resourceVersion."""
-    API_REQUESTS.labels("list", kind).inc()
-    with domain_errors():
-        data = orjson.loads(await read_body(await call(_preload_content=False)))
-    return data["items"], data["metadata"]["resourceVersion"]
-
-
-async def watch_raw(
-    kind: str, call: ListCall, resource_version: str, timeout_seconds: int
-) -> AsyncIterator[dict[str, Any]]:
-    """Raw watch events ({type, object}) from `resource_version`, until the server ends
-    the watch (after about `timeout_seconds`)."""
-    API_REQUESTS.labels("watch", kind).inc()
-    with domain_errors():
-        resp = await call(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout_seconds,
-            _preload_content=False,
-            _request_timeout=timeout_seconds + 30,
-        )
-    async for event in watch_events(resp):
-        yield event
-
-
-async def watch_events(resp: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a watch response, one JSON object a line, until the server ends it."""
-    async with resp:
-        async for line in resp.content:
-            if not line.strip():
-                continue
-            # orjson: decoding the watch's events was the operator's largest own cost
-            # after the request machinery (docs/benchmarks.md); it is twice as fast.
-            event = orjson.loads(line)
-            if event["type"] == "ERROR":
-                # A Status object; 410 (Gone) when the version is too old.
-                raise status_error(event["object"], "watch error")
-            yield event
-
-
-async def create(request: Awaitable[Any]) -> bool:
+async def create(
+    rest: Rest, path: str, body: Mapping[str, Any], params: Mapping[str, str] | None = None
+) -> bool:
+    """Create; False if an object of that name exists already (a retry after a crash)."""
     try:
-        with domain_errors():
-            await read_body(await request)
+        await rest.call("POST", path, {"fieldManager": FIELD_MANAGER, **(params or {})}, body)
     except Conflict:
         return False
     return True
 
 
-async def read_body(resp: Any) -> bytes:
-    """The body of a raw (`_preload_content=False`) answer; an error status raises
-    ApiException as the client's own calls do.
-
-    Raw answers because the generated client turns each into its model classes (a
-    V1Pod of a few hundred objects per created pod), which nothing here reads: that was
-    a tenth of the operator's CPU when creating pods (docs/benchmarks.md)."""
-    async with resp:
-        data: bytes = await resp.read()
-        if not 200 <= resp.status <= 299:
-            err = ApiException(status=resp.status, reason=resp.reason)
-            err.body, err.headers = data, resp.headers  # as the client's own calls set them
-            raise err
-        return data
+async def list_raw(
+    rest: Rest, kind: str, path: str, selector: str | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """One list request: the items, as plain dicts, and the list's resourceVersion."""
+    API_REQUESTS.labels("list", kind).inc()
+    data = await rest.json("GET", path, {"labelSelector": selector} if selector else None)
+    return data["items"], data["metadata"]["resourceVersion"]
 
 
-@contextlib.contextmanager
-def domain_errors() -> Iterator[None]:
-    """Raise the client's ApiException as the domain error for its status, with the API
-    server's own message (the Status object's `message`), else the HTTP reason."""
-    try:
-        yield
-    except ApiException as err:
-        try:
-            status = json.loads(err.body or "")
-        except (TypeError, ValueError):
-            status = None
-        if not isinstance(status, dict) or "message" not in status:
-            status = {"message": str(err.reason)}
-        raise status_error({**status, "code": err.status}, str(err.reason)) from err
-
-
-def status_error(status: Mapping[str, Any], default: str) -> ClusterError:
-    """The domain error for a Status object: its code, message and causes."""
-    details = status.get("details") or {}
-    causes = [str(c.get("reason", "")) for c in details.get("causes") or [] if isinstance(c, dict)]
-    return from_status(status.get("code"), str(status.get("message", default)), causes)
+async def watch_raw(
+    rest: Rest,
+    kind: str,
+    path: str,
+    resource_version: str,
+    timeout_seconds: int,
+    selector: str | None = None,
+) -> AsyncIterator[dict[str, Any]]:
+    """Raw watch events ({type, object}) from `resource_version`, until the server ends
+    the watch (after about `timeout_seconds`)."""
+    API_REQUESTS.labels("watch", kind).inc()
+    params = {
+        "watch": "true",
+        "resourceVersion": resource_version,
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": str(timeout_seconds),
+    }
+    if selector:
+        params["labelSelector"] = selector
+    async for line in rest.lines(path, params, timeout_seconds + 30):
+        if not line.strip():
+            continue
+        # orjson: decoding the watch's events was the operator's largest own cost
+        # after the request machinery (docs/benchmarks.md); it is twice as fast.
+        event = orjson.loads(line)
+        if event["type"] == "ERROR":
+            # A Status object; 410 (Gone) when the version is too old.
+            raise status_error(event["object"], "watch error")
+        yield event

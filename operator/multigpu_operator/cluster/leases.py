@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio import client
-
-from multigpu_operator.cluster.answers import domain_errors
-from multigpu_operator.cluster.errors import NotFound, from_status
+from multigpu_operator.cluster.answers import collection
+from multigpu_operator.cluster.errors import NotFound
+from multigpu_operator.cluster.rest import Rest
 from multigpu_operator.leadership import LeaseRecord
 from multigpu_operator.metrics import API_REQUESTS
 
@@ -20,22 +19,19 @@ MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 @dataclass
 class Leases:
-    api: client.ApiClient
+    rest: Rest
     namespace: str
     name: str
 
-    def __post_init__(self) -> None:
-        self._coordination = client.CoordinationV1Api(self.api)
+    @property
+    def _path(self) -> str:
+        return f"{collection('coordination.k8s.io', 'v1', 'leases', self.namespace)}/{self.name}"
 
     async def read(self) -> tuple[LeaseRecord | None, str | None]:
         """The record and its resourceVersion; (None, None) if the Lease does not exist."""
         API_REQUESTS.labels("get", "leases").inc()
         try:
-            with domain_errors():
-                resp = await self._coordination.read_namespaced_lease(
-                    self.name, self.namespace, _preload_content=False
-                )
-                lease = await _answer(resp)
+            lease = await self.rest.json("GET", self._path)
         except NotFound:
             return None, None
         return _record(lease.get("spec") or {}), lease["metadata"]["resourceVersion"]
@@ -49,29 +45,15 @@ class Leases:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": _spec(record),
         }
-        with domain_errors():
-            if resource_version is None:
-                API_REQUESTS.labels("create", "leases").inc()
-                resp = await self._coordination.create_namespaced_lease(
-                    self.namespace, body, _preload_content=False
-                )
-            else:
-                API_REQUESTS.labels("update", "leases").inc()
-                body["metadata"]["resourceVersion"] = resource_version
-                resp = await self._coordination.replace_namespaced_lease(
-                    self.name, self.namespace, body, _preload_content=False
-                )
-            written = await _answer(resp)
+        if resource_version is None:
+            API_REQUESTS.labels("create", "leases").inc()
+            path = collection("coordination.k8s.io", "v1", "leases", self.namespace)
+            written = await self.rest.json("POST", path, body=body)
+        else:
+            API_REQUESTS.labels("update", "leases").inc()
+            body["metadata"]["resourceVersion"] = resource_version
+            written = await self.rest.json("PUT", self._path, body=body)
         return str(written["metadata"]["resourceVersion"])
-
-
-async def _answer(resp: Any) -> dict[str, Any]:
-    """The response's JSON, or the domain error for the server's refusal: the client
-    raises none for a response it does not read itself (_preload_content=False)."""
-    body: dict[str, Any] = await resp.json()
-    if not 200 <= resp.status < 300:
-        raise from_status(resp.status, str(body.get("message", resp.reason)))
-    return body
 
 
 def _spec(record: LeaseRecord) -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""The operator's HTTP client of the API server: one aiohttp session, JSON in and out.
+
+The operator makes a dozen kinds of requests (create, patch, delete, list, watch) and
+reads every answer as plain JSON. The generated client's thousand model modules cost
+~37 MiB of the operator's memory for nothing it reads (docs/benchmarks.md), so the
+requests are made here, on the credentials of kopf's own login (the service account in
+a pod, else the kubeconfig): the very connection kopf's watches use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
+
+import aiohttp
+import orjson
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
+
+from multigpu_operator import __version__
+from multigpu_operator.cluster.errors import ClusterError, from_status
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class Credentials(Protocol):
+    """What a login gives (kopf.ConnectionInfo is one): where the API server is and how
+    to prove who we are."""
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def proxy_url(self) -> str | None: ...
+
+    def as_ssl_context(self) -> ssl.SSLContext: ...
+
+    def as_http_headers(self) -> dict[str, str]: ...
+
+
+Login = Callable[[], Credentials | None]
+
+
+class Rest:
+    """Requests to the API server; an error answer raises the domain error for it."""
+
+    def __init__(self, login: Login, pool_size: int = 64) -> None:
+        self._login = login
+        credentials = self._credentials()
+        self._server = credentials.server.rstrip("/")
+        self._headers = {**credentials.as_http_headers(), "Accept": JSON}
+        self._proxy, self._proxy_auth = _proxy(credentials.proxy_url, self._server)
+        self._session = aiohttp.ClientSession(
+            # Pods of many jobs are created concurrently: a small pool serialises them.
+            connector=aiohttp.TCPConnector(limit=pool_size, ssl=credentials.as_ssl_context()),
+            headers={"User-Agent": f"multigpu-operator/{__version__}"},
+            # The proxy is read once, above: trusting the environment makes aiohttp look
+            # the proxy variables and ~/.netrc up in a worker thread on every request
+            # (a sixth of the operator's samples under load, docs/benchmarks.md).
+            trust_env=False,
+        )
+
+    def _credentials(self) -> Credentials:
+        credentials = self._login()
+        if credentials is None:
+            raise ClusterError("no credentials: neither a service account nor a kubeconfig")
+        return credentials
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+    ) -> bytes:
+        """The answer's body; an error status raises its domain error."""
+        data = None if body is None else orjson.dumps(body)
+        for attempt in range(2):
+            async with self._session.request(
+                method,
+                self._server + path,
+                params=params,
+                data=data,
+                headers={**self._headers, "Content-Type": content_type},
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+            ) as resp:
+                answer = await resp.read()
+                if resp.status == 401 and attempt == 0:
+                    # A service account's token is rotated by the kubelet: read it again.
+                    self._relogin()
+                    continue
+                if not 200 <= resp.status <= 299:
+                    raise refusal(resp.status, resp.reason or "", answer)
+                return answer
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def json(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        answer: dict[str, Any] = orjson.loads(
+            await self.call(method, path, params, body, content_type)
+        )
+        return answer
+
+    async def lines(
+        self, path: str, params: Mapping[str, str], timeout_s: float
+    ) -> AsyncIterator[bytes]:
+        """The lines of a streamed answer (a watch), until the server ends it."""
+        async with self._session.get(
+            self._server + path,
+            params=params,
+            headers=self._headers,
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as resp:
+            if resp.status == 401:
+                self._relogin()  # for the next watch: the caller starts one again
+            if not 200 <= resp.status <= 299:
+                raise refusal(resp.status, resp.reason or "", await resp.read())
+            async for line in resp.content:
+                yield line
+
+    def _relogin(self) -> None:
+        self._headers.update(self._credentials().as_http_headers())
+
+
+def _proxy(given: str | None, server: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The login's proxy, else HTTPS_PROXY/NO_PROXY for the API server by aiohttp's own
+    rules, and the proxy's credentials."""
+    if given:
+        return given, None
+    with contextlib.suppress(LookupError):
+        proxy, auth = get_env_proxy_for_url(URL(server))
+        return str(proxy), auth
+    return None, None
+
+
+def refusal(status: int, reason: str, body: bytes) -> ClusterError:
+    """The domain error for an error answer, with the API server's own message (its
+    Status object's `message` and causes), else the HTTP reason."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or "message" not in parsed:
+        parsed = {"message": reason}
+    return status_error({**parsed, "code": status}, reason)
+
+
+def status_error(status: Mapping[str, Any], default: str) -> ClusterError:
+    """The domain error for a Status object: its code, message and causes."""
+    details = status.get("details") or {}
+    causes = [str(c.get("reason", "")) for c in details.get("causes") or [] if isinstance(c, dict)]
+    return from_status(status.get("code"), str(status.get("message", default)), causes)
