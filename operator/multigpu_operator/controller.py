@@ -44,6 +44,7 @@ from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInfor
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.trim import trim_job
 from multigpu_operator.objects import managed_here, older, owned_by, same_version
 from multigpu_operator.plans import PlanCache, offload
 from multigpu_operator.policy.status import first_write_waits
@@ -130,7 +131,7 @@ class Controller:
         known = self.jobs.get(key)
         if known is not None and older(body, known):
             return  # our own status write already gave us a newer version
-        self.jobs[key] = dict(body)
+        self.jobs[key] = trim_job(body)
         if known is not None and same_version(body, known):
             return  # the echo of our own status write: nothing new to reconcile
         self.enqueue(key)

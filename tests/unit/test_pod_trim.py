@@ -1,12 +1,13 @@
-"""What the pod cache keeps of a pod (cluster/trim.py trim_pod): what the policies
-read, nothing per pod that a job's pods share (issue 15: 10,000 pods in the operator)."""
+"""What the caches keep of a pod (cluster/trim.py trim_pod): what the policies read,
+nothing per pod that a job's pods share (issue 15: 10,000 pods in the operator); and of
+a job (trim_job): all but the API server's bookkeeping."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from multigpu_operator.cluster.trim import trim_pod
+from multigpu_operator.cluster.trim import LAST_APPLIED, trim_job, trim_pod
 
 RUNNING: dict[str, Any] = {
     "metadata": {
@@ -83,3 +84,35 @@ def test_the_pods_of_a_job_share_what_they_have_in_common() -> None:
     assert first["spec"]["tolerations"] is second["spec"]["tolerations"]
     assert first["status"]["conditions"] is second["status"]["conditions"]
     assert first["metadata"]["uid"] != second["metadata"]["uid"]
+
+
+def test_a_job_keeps_all_but_the_api_servers_bookkeeping() -> None:
+    job = {
+        "apiVersion": "multigpu.dev/v1alpha1",
+        "kind": "MultiGPUJob",
+        "metadata": {
+            "name": "train",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "9",
+            "labels": {"team": "a"},
+            "annotations": {LAST_APPLIED: '{"spec": "..."}', "note": "kept"},
+            "managedFields": [{"manager": "kubectl"}, {"manager": "multigpu-operator"}],
+        },
+        "spec": {"replicas": 2},
+        "status": {"phase": "Running"},
+    }
+    before = copy.deepcopy(job)
+    kept = trim_job(job)
+    assert job == before  # the watch's own object is left as it came
+    assert kept == {
+        **job,
+        "metadata": {
+            "name": "train",
+            "namespace": "ns",
+            "uid": "u",
+            "resourceVersion": "9",
+            "labels": {"team": "a"},
+            "annotations": {"note": "kept"},
+        },
+    }

@@ -1,4 +1,4 @@
-"""What the caches keep of a pod or a Service: the fields the controller reads.
+"""What the caches keep of a job, a pod or a Service: the fields the controller reads.
 
 Memory grows with the operator's own children (10,000 pods is a size it must hold), so
 a pod keeps only our labels, the conditions and container states without timestamps or
@@ -107,6 +107,21 @@ def _scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
                 for c in spec[key]
             ]
     return kept
+
+
+# kubectl's copy of the whole object as last applied (client-side apply only).
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def trim_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A job without the API server's bookkeeping: its managedFields and kubectl's
+    last-applied copy of it, which nothing here reads and which outweigh the rest of a
+    job's metadata (the operator holds every job in its namespaces)."""
+    meta = {k: v for k, v in job["metadata"].items() if k != "managedFields"}
+    annotations = meta.get("annotations")
+    if annotations and LAST_APPLIED in annotations:
+        meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+    return {**job, "metadata": meta}
 
 
 def trim_service(service: Mapping[str, Any]) -> dict[str, Any]:
