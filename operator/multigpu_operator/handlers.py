@@ -56,7 +56,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.client_timeout = 330
     # The operator's own requests go on kopf's credentials (a service account's token is
     # read again when the API server refuses it as expired).
-    api = await connect(functools.partial(credentials, settings))
+    api = await connect(functools.partial(credentials, settings), config.api_connections)
     controller = Controller(Kube(api), config)
     memo["api"] = api
     memo["controller"] = controller

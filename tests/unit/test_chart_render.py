@@ -235,6 +235,7 @@ def test_non_default_values_reach_the_deployment(all_enabled: list[Manifest]) ->
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["MGJ_NAMESPACE"] == "ml-team"
     assert (env["MGJ_WORKERS"], env["MGJ_WATCH_STALE_SECONDS"]) == ("8", "300")
+    assert env["MGJ_API_CONNECTIONS"] == "4"
     assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
     assert pod["tolerations"][0]["key"] == "dedicated"
 
