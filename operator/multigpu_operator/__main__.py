@@ -14,10 +14,17 @@ from typing import Any, cast
 sys.modules.setdefault("kubernetes", None)  # type: ignore[arg-type]
 sys.modules.setdefault("kubernetes_asyncio", None)  # type: ignore[arg-type]
 
+import asyncio.sslproto  # noqa: E402
+
 import kopf  # noqa: E402
 
 from multigpu_operator import handlers  # noqa: E402
 from multigpu_operator.settings import Settings  # noqa: E402
+
+# asyncio gives every TLS connection a 256 KiB read buffer up front: with the operator's
+# 64 connections (MGJ_API_CONNECTIONS) and kopf's, 17 MiB while pods are being created
+# (tracemalloc, docs/benchmarks.md), for JSON answers read as well 64 KiB at a time.
+asyncio.sslproto.SSLProtocol.max_size = 64 * 1024
 
 # The exit status after losing the leader Lease: the kubelet restarts the container, which
 # comes back as a standby.
