@@ -63,6 +63,7 @@ MEASURED = "bench/measured"
 # kwok runs the pods until this passes (tests/cluster/stages.yaml): none finishes mid-run.
 RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
 WAIT_S = 900
+SETTLE_S = 20
 GPUS_PER_NODE = 8
 
 
@@ -207,6 +208,10 @@ class Run:
             figures.control_plane_ms_per_job = 1000 * plane / len(names)
             figures.rss_mib = rss_mib(pid)
             figures.peak_rss_mib = rss_mib(pid, "VmHWM")
+            # Watching, no longer creating: the connections of the burst close when idle
+            # (aiohttp's keep-alive, 15 s) and their buffers go.
+            await asyncio.sleep(SETTLE_S)
+            figures.settled_rss_mib = rss_mib(pid)
             figures.cycle_rss_mib = await self.cycles(namespace, timeline, pid)
             return figures
         finally:
