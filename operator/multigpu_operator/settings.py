@@ -20,7 +20,7 @@ class Settings:
     workers: int = 32
     # Connections to the API server for the operator's own requests: pods are created
     # this many at a time. Each open TLS connection holds ~300 KiB of buffers; 16 cost
-    # the benchmark's 1,250 x 8 run 0.63x -> ~0.43x of the bare client's jobs/s
+    # the benchmark's 1,250 x 8 run 0.63x -> 0.40x of the bare client's jobs/s
     # (docs/benchmarks.md), so the default favours speed.
     api_connections: int = 64
     # The liveness probe fails when the pod watch has been silent this long.
