@@ -10,6 +10,7 @@ import base64
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -202,6 +203,16 @@ def pod_deletes_not_found(cluster: LocalCluster) -> float:
     )
 
 
+def quiet_count(read: Callable[[], float], quiet_s: float = 3, timeout_s: float = 60) -> float:
+    """A counter's value once it has not moved for `quiet_s`."""
+    value, since, deadline = read(), time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.5)
+        if (now := read()) != value:
+            value, since = now, time.monotonic()
+    return value
+
+
 def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
     local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
 ) -> None:
@@ -209,7 +220,9 @@ def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
     # simulated kubelet must not delete the old pod twice by name and hit the new one.
     core.create_namespaced_pod(namespace, pod_manifest("same"))
     wait_for(lambda: pod_phase(core, namespace, "same") == "Running", "pod Running")
-    not_found_before = pod_deletes_not_found(local_cluster)
+    # The counter is the whole cluster's: the deletes of earlier tests' namespaces and
+    # garbage collection (the test before this one) must have settled first.
+    not_found_before = quiet_count(lambda: pod_deletes_not_found(local_cluster))
 
     core.delete_namespaced_pod("same", namespace, grace_period_seconds=1)
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, "old pod gone")
