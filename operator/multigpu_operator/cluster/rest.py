@@ -82,25 +82,34 @@ class Rest:
     ) -> bytes:
         """The answer's body; an error status raises its domain error."""
         data = None if body is None else orjson.dumps(body)
-        for attempt in range(2):
-            async with self._session.request(
-                method,
-                self._server + path,
-                params=params,
-                data=data,
-                headers={**self._headers, "Content-Type": content_type},
-                proxy=self._proxy,
-                proxy_auth=self._proxy_auth,
-            ) as resp:
-                answer = await resp.read()
-                if resp.status == 401 and attempt == 0:
-                    # A service account's token is rotated by the kubelet: read it again.
-                    self._relogin()
-                    continue
-                if not 200 <= resp.status <= 299:
-                    raise refusal(resp.status, resp.reason or "", answer)
-                return answer
-        raise AssertionError("unreachable")  # pragma: no cover
+        headers = {"Content-Type": content_type}
+        status, reason, answer = await self._send(method, path, params, data, headers)
+        if status == 401:
+            # A service account's token is rotated by the kubelet: read it again, once.
+            self._relogin()
+            status, reason, answer = await self._send(method, path, params, data, headers)
+        if not 200 <= status <= 299:
+            raise refusal(status, reason, answer)
+        return answer
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        data: bytes | None,
+        headers: Mapping[str, str],
+    ) -> tuple[int, str, bytes]:
+        async with self._session.request(
+            method,
+            self._server + path,
+            params=params,
+            data=data,
+            headers={**self._headers, **headers},
+            proxy=self._proxy,
+            proxy_auth=self._proxy_auth,
+        ) as resp:
+            return resp.status, resp.reason or "", await resp.read()
 
     async def json(
         self,
