@@ -80,8 +80,10 @@ class Controller:
         # Jobs queued in Kueue: their Workloads (cluster/kueue_jobs.py).
         self.kueue = KueueJobs(cluster, self.enqueue, settings.namespace, settings.kueue)
         self.queue: WorkQueue[JobKey] = WorkQueue(
-            Backoff(settings.retry_base_seconds, settings.retry_max_seconds)
+            Backoff(settings.retry_base_seconds, settings.retry_max_seconds),
+            metrics.QUEUE_WAIT.observe,
         )
+        metrics.QUEUE_DEPTH.set_function(lambda: len(self.queue))
         self._clock = clock  # the time decisions and timestamps are made at
         # Our CRD's generation and when this operator first saw it (api/server_rules.py).
         self._crd_seen: tuple[Any, datetime] | None = None

@@ -9,8 +9,10 @@ operator actually sees.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +44,21 @@ RECONCILE_DURATION = Histogram(
 API_REQUESTS = Counter(
     "mgj_api_requests_total", "Requests the operator sent to the API server", ["verb", "resource"]
 )
+# Where a job's wait goes, the operator's share told from the API server's: how long the
+# server took to answer (client-go's rest_client_request_duration_seconds), how long a job
+# waited for a worker (controller-runtime's workqueue_queue_duration_seconds).
+API_REQUEST_DURATION = Histogram(
+    "mgj_api_request_duration_seconds",
+    "From sending a request to the API server to its answer, errors included (watches aside)",
+    ["verb", "resource"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+QUEUE_WAIT = Histogram(
+    "mgj_workqueue_queue_duration_seconds",
+    "How long a job waited in the work queue before a worker took it",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+QUEUE_DEPTH = Gauge("mgj_workqueue_depth", "Jobs waiting in the work queue for a worker")
 RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
 SPEC_VALIDATIONS = Counter(
     "mgj_spec_validations_total",
@@ -69,6 +86,18 @@ TIME_TO_RUNNING = Histogram(
 LEADER = Gauge(
     "mgj_leader", "1 on the replica that holds the leader Lease and reconciles, 0 on a standby"
 )
+
+
+@contextmanager
+def api_request(verb: str, resource: str) -> Iterator[None]:
+    """Count one request to the API server and time it until its answer."""
+    API_REQUESTS.labels(verb, resource).inc()
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        API_REQUEST_DURATION.labels(verb, resource).observe(time.perf_counter() - start)
+
 
 # Why this replica is not ready, or None when it is (a leader or a healthy standby).
 Readiness = Callable[[], str | None]

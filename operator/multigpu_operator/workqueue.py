@@ -7,13 +7,15 @@ The shape of client-go's workqueue, which controllers in the field share:
 - add_after() adds a key later; one timer per key, the earliest wins;
 - retry() adds a failed key after an exponential backoff, which forget() resets.
 
-Time is the event loop's (loop.time, call_at): tests fast-forward it.
+Timers run on the event loop's time (loop.time, call_at): tests fast-forward it. How
+long a key waited to be handed out is told to `on_wait` (a metric) in real seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -32,10 +34,13 @@ class Backoff:
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, backoff: Backoff) -> None:
+    def __init__(
+        self, backoff: Backoff, on_wait: Callable[[float], None] = lambda seconds: None
+    ) -> None:
         self._backoff = backoff
+        self._on_wait = on_wait
         self._queue: asyncio.Queue[K] = asyncio.Queue()
-        self._queued: set[K] = set()
+        self._queued: dict[K, float] = {}  # key -> when it was queued (perf_counter)
         self._active: set[K] = set()
         self._dirty: set[K] = set()  # added while active: hand out again after done()
         self._timers: dict[K, asyncio.TimerHandle] = {}
@@ -49,13 +54,13 @@ class WorkQueue(Generic[K]):
         if key in self._active:
             self._dirty.add(key)
         elif key not in self._queued:
-            self._queued.add(key)
+            self._queued[key] = time.perf_counter()
             self._queue.put_nowait(key)
 
     async def get(self) -> K:
         """The next key; the caller owns it until done(key)."""
         key = await self._queue.get()
-        self._queued.discard(key)
+        self._on_wait(time.perf_counter() - self._queued.pop(key))
         self._active.add(key)
         return key
 

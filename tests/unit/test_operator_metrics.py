@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import aiohttp
 import pytest
 from prometheus_client import REGISTRY, generate_latest
@@ -77,3 +79,22 @@ async def test_metrics_are_served_on_the_event_loop() -> None:
         REGISTRY.unregister(collector)
     families = {family.name: family for family in text_string_to_metric_families(text)}
     assert {"mgj_jobs", "mgj_job_pod_info", "mgj_reconcile_duration_seconds"} <= set(families)
+
+
+class Refused(Exception):
+    pass
+
+
+def _sample(name: str, labels: dict[str, str]) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_request_is_counted_and_timed_until_its_answer_errors_included() -> None:
+    labels = {"verb": "create", "resource": "test-things"}
+    for fails in (False, True):
+        expected = pytest.raises(Refused) if fails else nullcontext()
+        with expected, metrics.api_request("create", "test-things"):
+            if fails:
+                raise Refused
+    assert _sample("mgj_api_requests_total", labels) == 2
+    assert _sample("mgj_api_request_duration_seconds_count", labels) == 2

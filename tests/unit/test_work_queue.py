@@ -137,3 +137,14 @@ async def test_a_retry_never_postpones_an_earlier_timer(looptime: LoopTimeProxy)
     queue.add_after("a", 5)  # e.g. a deadline due in 5 s
     assert queue.retry("a") == 30
     assert queue.due("a") == looptime + 5
+
+
+async def test_each_hand_out_tells_how_long_the_key_waited() -> None:
+    waits: list[float] = []
+    queue: WorkQueue[str] = WorkQueue(Backoff(2, 60), waits.append)
+    queue.add("a")
+    queue.add("a")  # still the first add's wait: the key was queued then
+    queue.add("b")
+    await drain(queue)
+    assert len(waits) == 2
+    assert all(w >= 0 for w in waits)

@@ -11,7 +11,7 @@ import orjson
 
 from multigpu_operator.cluster.errors import Conflict
 from multigpu_operator.cluster.rest import Rest, status_error
-from multigpu_operator.metrics import API_REQUESTS
+from multigpu_operator.metrics import API_REQUESTS, api_request
 
 # The name the API server records the operator's writes under (managedFields).
 FIELD_MANAGER = "multigpu-operator"
@@ -39,8 +39,8 @@ async def list_raw(
     rest: Rest, kind: str, path: str, selector: str | None = None
 ) -> tuple[list[dict[str, Any]], str]:
     """One list request: the items, as plain dicts, and the list's resourceVersion."""
-    API_REQUESTS.labels("list", kind).inc()
-    data = await rest.json("GET", path, {"labelSelector": selector} if selector else None)
+    with api_request("list", kind):
+        data = await rest.json("GET", path, {"labelSelector": selector} if selector else None)
     return data["items"], data["metadata"]["resourceVersion"]
 
 

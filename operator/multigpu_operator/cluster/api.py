@@ -32,7 +32,7 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.events import event_body
 from multigpu_operator.cluster.kueue_calls import KueueCalls
 from multigpu_operator.cluster.rest import MERGE_PATCH, Login, Rest
-from multigpu_operator.metrics import API_REQUESTS
+from multigpu_operator.metrics import api_request
 
 log = logging.getLogger(__name__)
 
@@ -55,22 +55,21 @@ class Kube(KueueCalls):
         Strict field validation: a field the API server does not know (a misspelt
         `hostNetwrok` in the user's template) is refused (Invalid), never dropped.
         """
-        API_REQUESTS.labels("create", "pods").inc()
         path = collection("", "v1", "pods", namespace)
-        return await create(self.rest, path, pod, {"fieldValidation": "Strict"})
+        with api_request("create", "pods"):
+            return await create(self.rest, path, pod, {"fieldValidation": "Strict"})
 
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
-        API_REQUESTS.labels("create", "services").inc()
-        return await create(self.rest, collection("", "v1", "services", namespace), service)
+        with api_request("create", "services"):
+            return await create(self.rest, collection("", "v1", "services", namespace), service)
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
         """Delete a pod; with `uid`, only that pod: names are reused once a pod is gone,
         and a delete by name alone could hit a newer pod of the same name (as the
         kubelet learned, kubernetes#25169). Already gone is not an error."""
-        API_REQUESTS.labels("delete", "pods").inc()
         body = {"preconditions": {"uid": uid}} if uid else None
         # Conflict: the UID precondition failed, so the pod meant is gone.
-        with contextlib.suppress(NotFound, Conflict):
+        with contextlib.suppress(NotFound, Conflict), api_request("delete", "pods"):
             path = f"{collection('', 'v1', 'pods', namespace)}/{name}"
             await self.rest.call("DELETE", path, body=body)
 
@@ -82,20 +81,19 @@ class Kube(KueueCalls):
         With `resource_version` the write only happens if the job has not changed since
         that version (optimistic concurrency): Conflict otherwise.
         """
-        API_REQUESTS.labels("patch", "multigpujobs/status").inc()
         body: dict[str, Any] = {"status": dict(patch)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         path = f"{collection(GROUP, VERSION, PLURAL, namespace)}/{name}/status"
         params = {"fieldManager": FIELD_MANAGER}
-        return await self.rest.json("PATCH", path, params, body, MERGE_PATCH)
+        with api_request("patch", "multigpujobs/status"):
+            return await self.rest.json("PATCH", path, params, body, MERGE_PATCH)
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         """Delete a job (and, by garbage collection, its children); only that very object:
         a job re-created under the same name has another UID and is left alone."""
-        API_REQUESTS.labels("delete", "multigpujobs").inc()
         body = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
-        with contextlib.suppress(NotFound, Conflict):
+        with contextlib.suppress(NotFound, Conflict), api_request("delete", "multigpujobs"):
             path = f"{collection(GROUP, VERSION, PLURAL, namespace)}/{name}"
             await self.rest.call("DELETE", path, body=body)
 
@@ -103,13 +101,13 @@ class Kube(KueueCalls):
         self, job: Mapping[str, Any], type_: str, reason: str, message: str
     ) -> None:
         """An events.k8s.io Event on the job; failures are logged, never raised."""
-        API_REQUESTS.labels("create", "events").inc()
         meta = job["metadata"]
         instance = os.environ.get("HOSTNAME", "multigpu-operator")
         body = event_body(job, type_, reason, message, datetime.now(UTC), instance)
         path = collection("events.k8s.io", "v1", "events", meta["namespace"])
         try:
-            await self.rest.call("POST", path, body=body)
+            with api_request("create", "events"):
+                await self.rest.call("POST", path, body=body)
         except (NamespaceTerminating, NotFound) as err:
             # The namespace is going or gone, and the job with it: nobody reads this Event.
             log.debug("event %s on %s not posted: %s", reason, meta["name"], err.message)

@@ -15,7 +15,7 @@ from multigpu_operator.cluster.answers import (
     watch_raw,
 )
 from multigpu_operator.cluster.rest import MERGE_PATCH, Rest
-from multigpu_operator.metrics import API_REQUESTS
+from multigpu_operator.metrics import api_request
 
 
 def _path(plural: str, namespace: str | None = None) -> str:
@@ -47,13 +47,13 @@ class KueueCalls:
 
     async def get_kueue(self, plural: str, name: str) -> dict[str, Any]:
         """One cluster-scoped Kueue object (a WorkloadPriorityClass); NotFound if absent."""
-        API_REQUESTS.labels("get", plural).inc()
-        return await self.rest.json("GET", f"{_path(plural)}/{name}")
+        with api_request("get", plural):
+            return await self.rest.json("GET", f"{_path(plural)}/{name}")
 
     async def create_workload(self, namespace: str, workload: Mapping[str, Any]) -> bool:
         """Create a Workload; False if one of that name exists (a retry after a crash)."""
-        API_REQUESTS.labels("create", kueue.WORKLOADS).inc()
-        return await create(self.rest, _path(kueue.WORKLOADS, namespace), workload)
+        with api_request("create", kueue.WORKLOADS):
+            return await create(self.rest, _path(kueue.WORKLOADS, namespace), workload)
 
     async def patch_workload(
         self,
@@ -65,10 +65,10 @@ class KueueCalls:
     ) -> None:
         """Merge-patch a Workload (its status subresource with `status`), only if it has
         not changed since `resource_version` (if given): Conflict otherwise."""
-        API_REQUESTS.labels("patch", "workloads/status" if status else kueue.WORKLOADS).inc()
         body = dict(patch)
         if resource_version:
             body["metadata"] = {**patch.get("metadata", {}), "resourceVersion": resource_version}
         path = f"{_path(kueue.WORKLOADS, namespace)}/{name}" + ("/status" if status else "")
         params = {"fieldManager": FIELD_MANAGER}
-        await self.rest.call("PATCH", path, params, body, MERGE_PATCH)
+        with api_request("patch", "workloads/status" if status else kueue.WORKLOADS):
+            await self.rest.call("PATCH", path, params, body, MERGE_PATCH)

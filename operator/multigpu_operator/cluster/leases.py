@@ -12,7 +12,7 @@ from multigpu_operator.cluster.answers import collection
 from multigpu_operator.cluster.errors import NotFound
 from multigpu_operator.cluster.rest import Rest
 from multigpu_operator.leadership import LeaseRecord
-from multigpu_operator.metrics import API_REQUESTS
+from multigpu_operator.metrics import api_request
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -29,9 +29,9 @@ class Leases:
 
     async def read(self) -> tuple[LeaseRecord | None, str | None]:
         """The record and its resourceVersion; (None, None) if the Lease does not exist."""
-        API_REQUESTS.labels("get", "leases").inc()
         try:
-            lease = await self.rest.json("GET", self._path)
+            with api_request("get", "leases"):
+                lease = await self.rest.json("GET", self._path)
         except NotFound:
             return None, None
         return _record(lease.get("spec") or {}), lease["metadata"]["resourceVersion"]
@@ -46,13 +46,13 @@ class Leases:
             "spec": _spec(record),
         }
         if resource_version is None:
-            API_REQUESTS.labels("create", "leases").inc()
             path = collection("coordination.k8s.io", "v1", "leases", self.namespace)
-            written = await self.rest.json("POST", path, body=body)
+            with api_request("create", "leases"):
+                written = await self.rest.json("POST", path, body=body)
         else:
-            API_REQUESTS.labels("update", "leases").inc()
             body["metadata"]["resourceVersion"] = resource_version
-            written = await self.rest.json("PUT", self._path, body=body)
+            with api_request("update", "leases"):
+                written = await self.rest.json("PUT", self._path, body=body)
         return str(written["metadata"]["resourceVersion"])
 
 
