@@ -196,6 +196,7 @@ class Run:
             figures.p99_running_s = p99(reported)
             figures.p50_running_s = statistics.median(reported)
             figures.requests_per_job, figures.requests_by_kind = requests(before, after, len(names))
+            figures.waits = waits(before, after)
             posted = await operator_events(self.api, namespace, set(names))
             figures.events_per_job = posted / len(names)
             reconciles = counter_total(after, "mgj_reconcile_duration_seconds_count") - (
@@ -278,6 +279,34 @@ def _all_running(timeline: Timeline, names: list[str]) -> bool:
 
 def _all_pods_running(timeline: Timeline, names: list[str], pods: int) -> bool:
     return all(timeline.all_running(j, pods) is not None for j in names)
+
+
+def waits(before: str, after: str) -> str:
+    """Where the operator's jobs waited, from its own histograms: the mean wait in its work
+    queue (a worker free?) and the mean answer time of its requests by kind (the API
+    server's share)."""
+    kinds = _deltas(before, after, "mgj_api_request_duration_seconds")
+    queue = _deltas(before, after, "mgj_workqueue_queue_duration_seconds")
+    times = [("queue wait", *queue[""])] + [(k, *v) for k, v in sorted(kinds.items())]
+    return ", ".join(f"{k}: {1000 * s / n:.0f}" for k, s, n in times if n)
+
+
+def _deltas(before: str, after: str, name: str) -> dict[str, tuple[float, float]]:
+    """A histogram's (sum, count) growth by "verb resource" ("" without labels)."""
+    found: dict[str, list[float]] = {}
+    for text, sign in ((after, 1), (before, -1)):
+        for line in text.splitlines():
+            for i, suffix in enumerate(("_sum", "_count")):
+                if not line.startswith(name + suffix):
+                    continue
+                labels = dict(
+                    p.split("=", 1)
+                    for p in line[line.find("{") + 1 : line.find("}")].split(",")
+                    if "=" in p
+                )
+                kind = " ".join(labels[k].strip('"') for k in ("verb", "resource") if k in labels)
+                found.setdefault(kind, [0.0, 0.0])[i] += sign * float(line.split()[-1])
+    return {k: (s, n) for k, (s, n) in found.items()}
 
 
 def requests(before: str, after: str, jobs: int) -> tuple[float, str]:

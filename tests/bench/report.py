@@ -20,6 +20,7 @@ class Figures:
     p99_running_s: float = NAN
     requests_per_job: float = NAN  # list and watch left out: they are per operator
     requests_by_kind: str = ""
+    waits: str = ""  # the operator's mean queue wait and request answer times (ms)
     events_per_job: float = NAN
     cpu_per_reconcile_ms: float = NAN
     cpu_per_job_ms: float = NAN  # the operator's CPU over the measured jobs
@@ -73,6 +74,8 @@ def print_report(args: argparse.Namespace, op: Figures, bare: Figures | None = N
     )
     print(f"{'':38}({op.requests_by_kind})")
     print(_line("operator Events per job", op.events_per_job, NAN, "<= 3"))
+    if op.waits:
+        print(f"{'mean waits of the operator (ms)':36}  ({op.waits})")
     print(
         _line(
             "CPU per reconcile (ms)",
