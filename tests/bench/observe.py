@@ -189,20 +189,30 @@ def cpu_seconds(pid: int) -> float:
 
 
 def control_plane_cpu(cluster_dir: Path, leave_out: int | None = None) -> float:
-    """CPU seconds used so far by the local control plane's processes (kube-apiserver,
-    etcd, controller-manager, scheduler, kwok: kwokctl starts each with files of the
-    cluster's directory), `leave_out` (the operator, given the same kubeconfig) aside."""
+    """CPU seconds used so far by the local control plane's processes, `leave_out` (the
+    operator, given the same kubeconfig) aside."""
+    return sum(control_plane_cpu_by_process(cluster_dir, leave_out).values())
+
+
+def control_plane_cpu_by_process(
+    cluster_dir: Path, leave_out: int | None = None
+) -> dict[str, float]:
+    """CPU seconds used so far by each of the local control plane's programs (kube-apiserver,
+    etcd, kube-controller-manager, kube-scheduler, kwok-controller: kwokctl starts each with
+    files of the cluster's directory), `leave_out` aside."""
     marker = str(cluster_dir).encode()
-    total = 0.0
+    used: dict[str, float] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in (leave_out, os.getpid()):
             continue
         try:
-            if marker in (entry / "cmdline").read_bytes():
-                total += cpu_seconds(int(entry.name))
+            cmdline = (entry / "cmdline").read_bytes()
+            if marker in cmdline:
+                program = Path(cmdline.split(b"\0")[0].decode()).name
+                used[program] = used.get(program, 0.0) + cpu_seconds(int(entry.name))
         except (OSError, IndexError):
             continue  # gone meanwhile
-    return total
+    return used
 
 
 def counter_total(

@@ -1,0 +1,180 @@
+"""Benchmark: what each object of a MultiGPUJob costs the control plane.
+
+Not a test: it prints figures, never asserts. The operator's jobs cost the cluster more
+CPU than the bare client's pods (bench_create.py: "control plane CPU per job"); on a
+machine where the control plane shares the cores, that sets the rate jobs can start at.
+This tells the parts apart: no operator runs; the objects the operator would make are
+made directly, `--jobs` groups of `--pods` pods at once, in a fresh namespace per case:
+
+    pods                     the bare client's pods (bench_create.py's bar)
+    pods+service             and a headless Service selecting them
+    job+pods                 a MultiGPUJob (suspended) and the pods the operator plans for
+                             it (plan/: its env, labels, owner reference), no Service
+    job+pods+service         and the Service the operator plans (per-pod DNS names)
+    job+pods+service+status  and two status writes, as for a normal start
+    pods                     the first case again: how far the cluster drifted meanwhile
+
+For each: the CPU each control-plane process used from submission until every pod runs
+(and 5 s more for the last writes), and the API server's write requests, per job:
+
+    .venv/bin/python tests/bench/bench_plane.py --jobs 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client, config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_create import BARE_LABEL, GPUS_PER_NODE, bare_pod, job_manifest
+from bench.observe import control_plane_cpu_by_process
+
+from cluster.localcluster import LocalCluster, build_tools, gpu_node
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from multigpu_operator.reconcile import plan_object
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = ("pods", "pods+service", "job+pods", "job+pods+service", "job+pods+service+status")
+SETTLE_S = 5
+
+
+def bare_service(job: str) -> dict[str, Any]:
+    """The operator's headless Service (plan/service.py), selecting the bare pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": job},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {BARE_LABEL: job},
+            "ports": [{"name": "master", "port": 29500}],
+        },
+    }
+
+
+class Case:
+    def __init__(self, api: client.ApiClient, namespace: str, parts: set[str], pods: int):
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace, self.parts, self.pods = namespace, parts, pods
+
+    async def job(self, name: str) -> None:
+        """One job's objects, made the way the case says."""
+        pods = [bare_pod(f"{name}-{i}", name) for i in range(self.pods)]
+        service = bare_service(name)
+        if "job" in self.parts:
+            manifest = job_manifest(name, self.pods, suspend=True)
+            stored = await self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, manifest
+            )
+            planned = plan_object(stored)
+            assert not isinstance(planned, str), planned
+            pods, service = [dict(p) for p in planned[1].pods], planned[1].service
+        if "service" in self.parts:
+            await self.core.create_namespaced_service(self.namespace, service)
+        await asyncio.gather(*(self.core.create_namespaced_pod(self.namespace, p) for p in pods))
+        if "status" in self.parts:
+            for phase in ("Pending", "Running"):
+                await self.custom.patch_namespaced_custom_object_status(
+                    GROUP,
+                    VERSION,
+                    self.namespace,
+                    PLURAL,
+                    name,
+                    {"status": {"phase": phase}},
+                    _content_type="application/merge-patch+json",
+                )
+
+    async def all_running(self, count: int) -> None:
+        while True:
+            listed = await self.core.list_namespaced_pod(self.namespace)
+            if sum(p.status.phase == "Running" for p in listed.items) >= count:
+                return
+            await asyncio.sleep(1)
+
+
+def writes(before: str, after: str) -> dict[str, float]:
+    """The API server's write requests between two /metrics texts, by verb and resource."""
+    found: dict[str, float] = {}
+    for text, sign in ((after, 1), (before, -1)):
+        for line in text.splitlines():
+            if not line.startswith("apiserver_request_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            if labels["verb"] in ("GET", "LIST", "WATCH"):
+                continue
+            sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+            kind = f"{labels['verb']} {labels['resource']}{sub}"
+            found[kind] = found.get(kind, 0.0) + sign * float(line.split()[-1])
+    return {k: v for k, v in sorted(found.items()) if v}
+
+
+async def measure(
+    cluster: LocalCluster, api: client.ApiClient, name: str, args: argparse.Namespace
+) -> None:
+    namespace = f"plane-{name.replace('+', '-')}-{int(time.time())}"
+    cluster.kubectl("create", "namespace", namespace)
+    await asyncio.sleep(SETTLE_S)  # the namespace's own writes land first
+    case = Case(api, namespace, set(name.split("+")), args.pods)
+    metrics_before = cluster.kubectl("get", "--raw", "/metrics").stdout
+    cpu_before = control_plane_cpu_by_process(cluster.kubeconfig.parent)
+    start = time.perf_counter()
+    await asyncio.gather(*(case.job(f"job-{i}") for i in range(args.jobs)))
+    await case.all_running(args.jobs * args.pods)
+    took = time.perf_counter() - start
+    await asyncio.sleep(SETTLE_S)
+    cpu = control_plane_cpu_by_process(cluster.kubeconfig.parent)
+    per_process = {k: 1000 * (v - cpu_before.get(k, 0.0)) / args.jobs for k, v in cpu.items()}
+    counts = writes(metrics_before, cluster.kubectl("get", "--raw", "/metrics").stdout)
+    split = ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_process.items()))
+    print(f"{name:26}{sum(per_process.values()):>8.0f} ms/job   {took:5.1f} s   ({split})")
+    print(f"{'':26}writes/job: " + ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in counts.items()))
+    sys.stdout.flush()
+    cluster.kubectl("delete", "namespace", namespace, "--timeout=600s", check=False)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    cluster = LocalCluster(build_tools())
+    cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
+    cluster.install_crds(REPO / "manifests/crd")
+    cfg = client.Configuration()
+    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
+    cfg.connection_pool_maxsize = 64
+    api = client.ApiClient(cfg)
+    count = -(-args.jobs * args.pods // GPUS_PER_NODE)
+    nodes = [gpu_node(f"plane-{i}", GPUS_PER_NODE) for i in range(count)]
+    items = json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
+    cluster.kubectl("create", "-f", "-", stdin=items)
+    print(
+        f"\n{args.jobs} jobs x {args.pods} pods at once, {count} nodes: control plane CPU "
+        "per job, submission -> all pods Running (+5 s)"
+    )
+    try:
+        for name in (*CASES, CASES[0]):
+            await measure(cluster, api, name, args)
+    finally:
+        await api.close()
+        cluster.kubectl("delete", "node", *[n["metadata"]["name"] for n in nodes], check=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
