@@ -13,7 +13,8 @@ status. Then `--cycles` times the jobs are deleted and created again (the operat
 memory across cycles). Last, in another fresh namespace, a bare async client creates
 the same pods on the same schedule: what the API server allows, the bar each figure is
 printed against. `--profile FILE` samples the operator with py-spy during the jobs'
-submission and prints the top functions.
+submission and prints the top functions. `--fresh` stops the local cluster and
+starts a new one first (a cluster reused across large runs grows slower).
 
 A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
 print as soon as its phase ends, the full report with the ratios at the very end; a line
@@ -63,6 +64,7 @@ MEASURED = "bench/measured"
 # kwok runs the pods until this passes (tests/cluster/stages.yaml): none finishes mid-run.
 RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
 WAIT_S = 900
+FRESH_HELP = "stop the local cluster first and start a new one (a reused one grows slower)"
 SETTLE_S = 20
 GPUS_PER_NODE = 8
 
@@ -327,14 +329,22 @@ def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
     return sum(v for k, v in per_job.items() if k != "create events"), split
 
 
-async def main_async(args: argparse.Namespace) -> None:
+async def bench_cluster(fresh: bool) -> tuple[LocalCluster, client.ApiClient]:
+    """The local cluster (started, or the one running unless `fresh`) with the CRD
+    installed, and a bare client of it with as many connections as the operator's default."""
     cluster = LocalCluster(build_tools())
+    if fresh:
+        cluster.down()
     cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
     cluster.install_crds(REPO / "manifests/crd")
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
     cfg.connection_pool_maxsize = 64
-    api = client.ApiClient(cfg)
+    return cluster, client.ApiClient(cfg)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    cluster, api = await bench_cluster(args.fresh)
     run = Run(args, api, cluster)
     nodes = [gpu_node(f"bench-{run.run_id}-{i}", GPUS_PER_NODE) for i in range(args.nodes)]
     cluster.kubectl(
@@ -373,6 +383,7 @@ def main() -> None:
     parser.add_argument("--existing", type=int, default=0, help="suspended jobs already there")
     parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
     parser.add_argument("--profile", default="", help="py-spy raw output file")
+    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     args = parser.parse_args()
     if args.duration:
         args.jobs = int(args.rate * args.duration)

@@ -31,18 +31,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_create import BARE_LABEL, GPUS_PER_NODE, bare_pod, job_manifest
+from bench.bench_create import (
+    BARE_LABEL,
+    FRESH_HELP,
+    GPUS_PER_NODE,
+    bare_pod,
+    bench_cluster,
+    job_manifest,
+)
 from bench.observe import control_plane_cpu_by_process
 
-from cluster.localcluster import LocalCluster, build_tools, gpu_node
+from cluster.localcluster import LocalCluster, gpu_node
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.reconcile import plan_object
 
-REPO = Path(__file__).resolve().parents[2]
 CASES = ("pods", "pods+service", "job+pods", "job+pods+service", "job+pods+service+status")
 SETTLE_S = 5
 
@@ -144,13 +150,7 @@ async def measure(
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    cluster = LocalCluster(build_tools())
-    cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
-    cluster.install_crds(REPO / "manifests/crd")
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
-    cfg.connection_pool_maxsize = 64
-    api = client.ApiClient(cfg)
+    cluster, api = await bench_cluster(args.fresh)
     count = -(-args.jobs * args.pods // GPUS_PER_NODE)
     nodes = [gpu_node(f"plane-{i}", GPUS_PER_NODE) for i in range(count)]
     items = json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
@@ -173,6 +173,7 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
+    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     asyncio.run(main_async(parser.parse_args()))
 
 
