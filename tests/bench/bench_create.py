@@ -39,11 +39,11 @@ from kubernetes_asyncio import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.metrics_text import growth, mean_growth
 from bench.observe import (
     Timeline,
     clock,
     control_plane_cpu,
-    counter_total,
     cpu_seconds,
     operator_events,
     report_progress,
@@ -201,9 +201,7 @@ class Run:
             figures.waits = waits(before, after)
             posted = await operator_events(self.api, namespace, set(names))
             figures.events_per_job = posted / len(names)
-            reconciles = counter_total(after, "mgj_reconcile_duration_seconds_count") - (
-                counter_total(before, "mgj_reconcile_duration_seconds_count")
-            )
+            reconciles = sum(growth(before, after, "mgj_reconcile_duration_seconds_count").values())
             used = cpu_seconds(pid) - cpu_before
             figures.cpu_per_reconcile_ms = 1000 * used / reconciles
             figures.cpu_per_job_ms = 1000 * used / len(names)
@@ -287,28 +285,10 @@ def waits(before: str, after: str) -> str:
     """Where the operator's jobs waited, from its own histograms: the mean wait in its work
     queue (a worker free?) and the mean answer time of its requests by kind (the API
     server's share)."""
-    kinds = _deltas(before, after, "mgj_api_request_duration_seconds")
-    queue = _deltas(before, after, "mgj_workqueue_queue_duration_seconds")
-    times = [("queue wait", *queue[""])] + [(k, *v) for k, v in sorted(kinds.items())]
-    return ", ".join(f"{k}: {1000 * s / n:.0f}" for k, s, n in times if n)
-
-
-def _deltas(before: str, after: str, name: str) -> dict[str, tuple[float, float]]:
-    """A histogram's (sum, count) growth by "verb resource" ("" without labels)."""
-    found: dict[str, list[float]] = {}
-    for text, sign in ((after, 1), (before, -1)):
-        for line in text.splitlines():
-            for i, suffix in enumerate(("_sum", "_count")):
-                if not line.startswith(name + suffix):
-                    continue
-                labels = dict(
-                    p.split("=", 1)
-                    for p in line[line.find("{") + 1 : line.find("}")].split(",")
-                    if "=" in p
-                )
-                kind = " ".join(labels[k].strip('"') for k in ("verb", "resource") if k in labels)
-                found.setdefault(kind, [0.0, 0.0])[i] += sign * float(line.split()[-1])
-    return {k: (s, n) for k, (s, n) in found.items()}
+    queue = mean_growth(before, after, "mgj_workqueue_queue_duration_seconds")
+    kinds = mean_growth(before, after, "mgj_api_request_duration_seconds", ("verb", "resource"))
+    times = [("queue wait", queue[""])] if "" in queue else []
+    return ", ".join(f"{k}: {1000 * v:.0f}" for k, v in [*times, *sorted(kinds.items())])
 
 
 def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
@@ -316,15 +296,8 @@ def requests(before: str, after: str, jobs: int) -> tuple[float, str]:
     (they are per operator, not per job), and the split by verb and resource. The
     goal counts the pods, the Service and the status writes: the Events it posts have
     their own goal, so they are in the split but not in the sum."""
-    kinds: dict[str, float] = {}
-    for text, sign in ((after, 1), (before, -1)):
-        for line in text.splitlines():
-            if line.startswith("mgj_api_requests_total{"):
-                labels = line[line.index("{") + 1 : line.index("}")]
-                parts = dict(p.split("=", 1) for p in labels.split(","))
-                kind = f"{parts['verb'].strip(chr(34))} {parts['resource'].strip(chr(34))}"
-                kinds[kind] = kinds.get(kind, 0.0) + sign * float(line.split()[-1])
-    per_job = {k: v / jobs for k, v in kinds.items() if v and k.split()[0] not in ("list", "watch")}
+    kinds = growth(before, after, "mgj_api_requests_total", ("verb", "resource"))
+    per_job = {k: v / jobs for k, v in kinds.items() if k.split()[0] not in ("list", "watch")}
     split = ", ".join(f"{k}: {v:.2f}" for k, v in sorted(per_job.items()))
     return sum(v for k, v in per_job.items() if k != "create events"), split
 

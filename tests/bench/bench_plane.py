@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,7 @@ from bench.bench_create import (
     bench_cluster,
     job_manifest,
 )
+from bench.metrics_text import growth
 from bench.observe import control_plane_cpu_by_process
 
 from cluster.localcluster import LocalCluster, gpu_node
@@ -111,18 +111,14 @@ class Case:
 
 def writes(before: str, after: str) -> dict[str, float]:
     """The API server's write requests between two /metrics texts, by verb and resource."""
+    by = ("verb", "resource", "subresource")
     found: dict[str, float] = {}
-    for text, sign in ((after, 1), (before, -1)):
-        for line in text.splitlines():
-            if not line.startswith("apiserver_request_total{"):
-                continue
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            if labels["verb"] in ("GET", "LIST", "WATCH"):
-                continue
-            sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
-            kind = f"{labels['verb']} {labels['resource']}{sub}"
-            found[kind] = found.get(kind, 0.0) + sign * float(line.split()[-1])
-    return {k: v for k, v in sorted(found.items()) if v}
+    for key, grew in sorted(growth(before, after, "apiserver_request_total", by).items()):
+        verb, resource, sub = key.split(" ")
+        if verb not in ("GET", "LIST", "WATCH"):
+            kind = f"{verb} {resource}" + (f"/{sub}" if sub else "")
+            found[kind] = found.get(kind, 0.0) + grew
+    return found
 
 
 async def measure(

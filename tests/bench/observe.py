@@ -213,14 +213,3 @@ def control_plane_cpu_by_process(
         except (OSError, IndexError):
             continue  # gone meanwhile
     return used
-
-
-def counter_total(
-    metrics_text: str, name: str, skip: Callable[[str], bool] = lambda _: False
-) -> float:
-    """The sum of a Prometheus counter's series, leaving out those `skip` names."""
-    total = 0.0
-    for line in metrics_text.splitlines():
-        if line.startswith(name) and not skip(line):
-            total += float(line.split()[-1])
-    return total
