@@ -13,8 +13,11 @@ status. Then `--cycles` times the jobs are deleted and created again (the operat
 memory across cycles). Last, in another fresh namespace, a bare async client creates
 the same pods on the same schedule: what the API server allows, the bar each figure is
 printed against. `--profile FILE` samples the operator with py-spy during the jobs'
-submission and prints the top functions. `--fresh` stops the local cluster and
-starts a new one first (a cluster reused across large runs grows slower).
+submission and prints the top functions. `--direct` adds a third client that sends the
+operator's own objects for each job itself, in the operator's order: the ratio to it is
+the operator's own share of the wait; the ratio to the bare client also counts what the
+job's objects cost the cluster. `--fresh` stops the local cluster and starts a new one
+first (a cluster reused across large runs grows slower).
 
 A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
 print as soon as its phase ends, the full report with the ratios at the very end; a line
@@ -40,6 +43,7 @@ from kubernetes_asyncio import client, config
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.metrics_text import growth, mean_growth
+from bench.objects import BARE_LABEL, MEASURED, NORMAL_START, DirectClient, job_manifest
 from bench.observe import (
     Timeline,
     clock,
@@ -59,52 +63,14 @@ from support.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_LABEL = "multigpu.dev/job-name"
-BARE_LABEL = "bench/job"
-MEASURED = "bench/measured"
-# kwok runs the pods until this passes (tests/cluster/stages.yaml): none finishes mid-run.
-RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
 WAIT_S = 900
 FRESH_HELP = "stop the local cluster first and start a new one (a reused one grows slower)"
+DIRECT_HELP = (
+    "last, time a client sending the operator's own objects itself (the job, its Service "
+    "and planned pods, two status writes and Events): the operator's share of the wait"
+)
 SETTLE_S = 20
 GPUS_PER_NODE = 8
-
-
-def job_manifest(name: str, pods: int, suspend: bool = False) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "MultiGPUJob",
-        # Measured jobs carry a label: the delete/create cycles delete them by it.
-        "metadata": {"name": name, "labels": {} if suspend else {MEASURED: "1"}},
-        "spec": {
-            "mode": "DistributedDataParallel",
-            "replicas": pods,
-            "gpusPerReplica": 1,
-            "suspend": suspend,
-            "template": {
-                "metadata": {"annotations": RUN_LONG},
-                "spec": {"containers": [{"name": "trainer", "image": "trainer:bench"}]},
-            },
-        },
-    }
-
-
-def bare_pod(name: str, job: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {BARE_LABEL: job}, "annotations": RUN_LONG},
-        "spec": {
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "trainer:bench",
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                }
-            ],
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
-            "restartPolicy": "Never",
-        },
-    }
 
 
 async def submit_all(
@@ -236,28 +202,23 @@ class Run:
             rss.append(rss_mib(pid))
         return rss
 
-    async def bare(self, namespace: str) -> Figures:
+    async def bare(self, namespace: str, direct: bool = False) -> Figures:
+        """The bare client's pods; with `direct`, the operator's own objects for each job
+        sent straight (objects.DirectClient): what the API server allows for them."""
         args, figures = self.args, Figures()
-        core = client.CoreV1Api(self.api)
-        timeline = Timeline(BARE_LABEL)
+        parts = set(NORMAL_START) if direct else {"pods"}
+        sender = DirectClient(self.api, namespace, parts, args.pods)
+        timeline = Timeline(JOB_LABEL if direct else BARE_LABEL)
+        phase = "direct client" if direct else "bare client"
         watches = start_watches(self.api, namespace, timeline)
-        watches.append(asyncio.create_task(report_progress("bare client", timeline, args.pods)))
+        watches.append(asyncio.create_task(report_progress(phase, timeline, args.pods)))
         try:
             await asyncio.sleep(0.5)
-
-            async def submit(job: str) -> None:
-                await asyncio.gather(
-                    *(
-                        core.create_namespaced_pod(namespace, bare_pod(f"{job}-{i}", job))
-                        for i in range(args.pods)
-                    )
-                )
-
             names = [f"job-{i}" for i in range(args.jobs)]
             timeline.watching = names
             cluster_dir = self.cluster.kubeconfig.parent
             plane_before = control_plane_cpu(cluster_dir)
-            submitted = await submit_all(names, args.rate, submit)
+            submitted = await submit_all(names, args.rate, sender.job)
             await timeline.wait(
                 lambda: all(timeline.all_created(j, args.pods) for j in names), WAIT_S
             )
@@ -266,7 +227,8 @@ class Run:
             await asyncio.sleep(2)  # as for the operator: the last writes land
             plane = control_plane_cpu(cluster_dir) - plane_before
             figures.control_plane_ms_per_job = 1000 * plane / len(names)
-            figures.requests_per_job = float(args.pods)
+            # The pods; sent directly, also the Service and two status writes.
+            figures.requests_per_job = float(args.pods + (3 if direct else 0))
             return figures
         finally:
             for task in watches:
@@ -323,7 +285,7 @@ async def main_async(args: argparse.Namespace) -> None:
     cluster.kubectl(
         "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
     )
-    namespaces = [f"bench-op-{run.run_id}", f"bench-bare-{run.run_id}"]
+    namespaces = [f"bench-{side}-{run.run_id}" for side in ("op", "bare", "direct")]
     for ns in namespaces:
         cluster.kubectl("create", "namespace", ns)
     try:
@@ -334,6 +296,12 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"deleting namespace {namespaces[0]}, then the bare client", file=sys.stderr)
         cluster.kubectl("delete", "namespace", namespaces[0], "--timeout=600s", check=False)
         bare = await run.bare(namespaces[1])
+        direct = None
+        if args.direct:
+            print_report(args, op, bare)
+            print(f"deleting namespace {namespaces[1]}, then the direct client", file=sys.stderr)
+            cluster.kubectl("delete", "namespace", namespaces[1], "--timeout=600s", check=False)
+            direct = await run.bare(namespaces[2], direct=True)
     finally:
         await api.close()
         for ns in namespaces:
@@ -341,7 +309,7 @@ async def main_async(args: argparse.Namespace) -> None:
         cluster.kubectl(
             "delete", "node", *[n["metadata"]["name"] for n in nodes], "--wait=false", check=False
         )
-    print_report(args, op, bare)
+    print_report(args, op, bare, direct)
 
 
 def main() -> None:
@@ -357,6 +325,7 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
     parser.add_argument("--profile", default="", help="py-spy raw output file")
     parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    parser.add_argument("--direct", action="store_true", help=DIRECT_HELP)
     args = parser.parse_args()
     if args.duration:
         args.jobs = int(args.rate * args.duration)

@@ -11,7 +11,7 @@ made directly, `--jobs` groups of `--pods` pods at once, in a fresh namespace pe
     job+pods                 a MultiGPUJob (suspended) and the pods the operator plans for
                              it (plan/: its env, labels, owner reference), no Service
     job+pods+service         and the Service the operator plans (per-pod DNS names)
-    job+pods+service+status  and two status writes, as for a normal start
+    job+pods+service+status  and two status writes with their Events, as for a normal start
     pods                     the first case again: how far the cluster drifted meanwhile
 
 For each: the CPU each control-plane process used from submission until every pod runs
@@ -28,85 +28,28 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_create import (
-    BARE_LABEL,
-    FRESH_HELP,
-    GPUS_PER_NODE,
-    bare_pod,
-    bench_cluster,
-    job_manifest,
-)
+from bench.bench_create import FRESH_HELP, GPUS_PER_NODE, bench_cluster
 from bench.metrics_text import growth
+from bench.objects import DirectClient
 from bench.observe import control_plane_cpu_by_process
 
 from cluster.localcluster import LocalCluster, gpu_node
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
-from multigpu_operator.reconcile import plan_object
 
 CASES = ("pods", "pods+service", "job+pods", "job+pods+service", "job+pods+service+status")
 SETTLE_S = 5
 
 
-def bare_service(job: str) -> dict[str, Any]:
-    """The operator's headless Service (plan/service.py), selecting the bare pods."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": job},
-        "spec": {
-            "clusterIP": "None",
-            "publishNotReadyAddresses": True,
-            "selector": {BARE_LABEL: job},
-            "ports": [{"name": "master", "port": 29500}],
-        },
-    }
-
-
-class Case:
-    def __init__(self, api: client.ApiClient, namespace: str, parts: set[str], pods: int):
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace, self.parts, self.pods = namespace, parts, pods
-
-    async def job(self, name: str) -> None:
-        """One job's objects, made the way the case says."""
-        pods = [bare_pod(f"{name}-{i}", name) for i in range(self.pods)]
-        service = bare_service(name)
-        if "job" in self.parts:
-            manifest = job_manifest(name, self.pods, suspend=True)
-            stored = await self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, manifest
-            )
-            planned = plan_object(stored)
-            assert not isinstance(planned, str), planned
-            pods, service = [dict(p) for p in planned[1].pods], planned[1].service
-        if "service" in self.parts:
-            await self.core.create_namespaced_service(self.namespace, service)
-        await asyncio.gather(*(self.core.create_namespaced_pod(self.namespace, p) for p in pods))
-        if "status" in self.parts:
-            for phase in ("Pending", "Running"):
-                await self.custom.patch_namespaced_custom_object_status(
-                    GROUP,
-                    VERSION,
-                    self.namespace,
-                    PLURAL,
-                    name,
-                    {"status": {"phase": phase}},
-                    _content_type="application/merge-patch+json",
-                )
-
-    async def all_running(self, count: int) -> None:
-        while True:
-            listed = await self.core.list_namespaced_pod(self.namespace)
-            if sum(p.status.phase == "Running" for p in listed.items) >= count:
-                return
-            await asyncio.sleep(1)
+async def all_running(core: client.CoreV1Api, namespace: str, count: int) -> None:
+    while True:
+        listed = await core.list_namespaced_pod(namespace)
+        if sum(p.status.phase == "Running" for p in listed.items) >= count:
+            return
+        await asyncio.sleep(1)
 
 
 def writes(before: str, after: str) -> dict[str, float]:
@@ -127,12 +70,12 @@ async def measure(
     namespace = f"plane-{name.replace('+', '-')}-{int(time.time())}"
     cluster.kubectl("create", "namespace", namespace)
     await asyncio.sleep(SETTLE_S)  # the namespace's own writes land first
-    case = Case(api, namespace, set(name.split("+")), args.pods)
+    case = DirectClient(api, namespace, set(name.split("+")), args.pods)
     metrics_before = cluster.kubectl("get", "--raw", "/metrics").stdout
     cpu_before = control_plane_cpu_by_process(cluster.kubeconfig.parent)
     start = time.perf_counter()
     await asyncio.gather(*(case.job(f"job-{i}") for i in range(args.jobs)))
-    await case.all_running(args.jobs * args.pods)
+    await all_running(case.core, namespace, args.jobs * args.pods)
     took = time.perf_counter() - start
     await asyncio.sleep(SETTLE_S)
     cpu = control_plane_cpu_by_process(cluster.kubeconfig.parent)

@@ -39,9 +39,15 @@ def _line(label: str, op: float, bare: float, goal: str, unit: str = "") -> str:
     return f"{label:36}{op:>10.3f}{unit:1}{bare_text:>12}{ratio_text:>9}   goal: {goal}"
 
 
-def print_report(args: argparse.Namespace, op: Figures, bare: Figures | None = None) -> None:
+def print_report(
+    args: argparse.Namespace,
+    op: Figures,
+    bare: Figures | None = None,
+    direct: Figures | None = None,
+) -> None:
     """The report; without `bare`, the operator's figures alone, printed as soon as its
-    phase ends so that a run cut off during the bare client's still shows them."""
+    phase ends so that a run cut off during the bare client's still shows them. With
+    `direct` (the operator's objects sent straight), the operator against it too."""
     pods = args.pods
     schedule = f"at {args.rate:g} jobs/s" if args.rate else "all at once"
     print(
@@ -104,8 +110,26 @@ def print_report(args: argparse.Namespace, op: Figures, bare: Figures | None = N
             f"{len(op.cycle_rss_mib)} cycles, spread {spread:.1f}%   goal: within 5%"
         )
         print(f"{'':38}({', '.join(f'{r:.1f}' for r in op.cycle_rss_mib)})")
+    if direct is not None:
+        print_direct(op, direct)
     if op.profile:
         print("\nprofile of the operator (py-spy):")
         print("\n".join(op.profile))
     # Out now, not when the process exits: a run killed later (timeout piped to tee) keeps it.
+    sys.stdout.flush()
+
+
+def print_direct(op: Figures, direct: Figures) -> None:
+    """The operator against a client sending the same objects itself: the ratio is the
+    operator's own share of the wait, what the objects cost the cluster left out."""
+    print(
+        "\nagainst the operator's own objects sent straight (the job, its Service and "
+        "planned pods, two status writes, two Events):"
+    )
+    print(f"{'':36}{'operator':>10} {'direct':>12}{'ratio':>9}")
+    print(_line("jobs/s", op.jobs_per_s, direct.jobs_per_s, "-"))
+    print(_line("p50 submit -> all pods created (s)", op.p50_created_s, direct.p50_created_s, "-"))
+    print(_line("p99 submit -> all pods created (s)", op.p99_created_s, direct.p99_created_s, "-"))
+    plane = "control plane CPU per job (ms)"
+    print(_line(plane, op.control_plane_ms_per_job, direct.control_plane_ms_per_job, "-"))
     sys.stdout.flush()
