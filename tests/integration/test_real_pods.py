@@ -170,7 +170,7 @@ def test_a_plain_env_script_from_a_config_map_trains(real: JobEnv) -> None:
 def test_elastic_replaces_a_deleted_pod_which_joins_the_next_round(real: JobEnv) -> None:
     job = example(
         "elastic.yaml", "elastic", "--epochs", "12", gpusPerReplica=0,
-        elastic={"minReplicas": 1, "maxReplicas": 2, "maxRestarts": 3},
+        elastic={"minReplicas": 1, "maxReplicas": 2, "maxRestarts": 3}, dnsNames="Replica0",
     )  # fmt: skip
     real.apply(job)
     wait_for(lambda: "epoch 2/" in logs(real, "elastic-1"), "elastic-1 trains", timeout=180)
@@ -178,11 +178,18 @@ def test_elastic_replaces_a_deleted_pod_which_joins_the_next_round(real: JobEnv)
     # torchrun is told its own address from the downward API: the pod's IP.
     assert exec_in(real, "elastic-1", "printenv", "PET_LOCAL_ADDR").strip() == pod.status.pod_ip
     assert exec_in(real, "elastic-1", "id", "-u").strip() == "10001"  # the image's user
-    # Every pod has a cluster DNS name through the job's headless Service (CoreDNS).
-    fqdn = f"elastic-0.elastic.{real.namespace}.svc.cluster.local"
-    lookup = f"import socket; print(socket.gethostbyname({fqdn!r}))"
+    # dnsNames Replica0: pod 0, the rendezvous host, has a cluster DNS name through the
+    # job's headless Service (CoreDNS) and the other pods have none; the job needs no more.
+    fqdn = f"elastic-{{}}.elastic.{real.namespace}.svc.cluster.local"
+    lookup = (
+        "import socket\ntry: print(socket.gethostbyname({!r}))\n"
+        "except socket.gaierror: print('unresolved')"
+    )
     survivor_ip = real.core.read_namespaced_pod("elastic-0", real.namespace).status.pod_ip
-    assert exec_in(real, "elastic-1", "python", "-c", lookup).strip() == survivor_ip
+    found = exec_in(real, "elastic-1", "python", "-c", lookup.format(fqdn.format(0)))
+    assert found.strip() == survivor_ip
+    found = exec_in(real, "elastic-0", "python", "-c", lookup.format(fqdn.format(1)))
+    assert found.strip() == "unresolved"
     real.cluster.kubectl("delete", "pod", "-n", real.namespace, "elastic-1", "--wait=false")
     status = finished(real, "elastic")
     assert status["phase"] == "Succeeded", status

@@ -27,6 +27,7 @@ from multigpu_operator.api.limits import (
 )
 from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
+    MSG_DNS_NAMES_IMMUTABLE,
     MSG_ELASTIC_LAUNCHER,
     MSG_ELASTIC_MIN_MAX,
     MSG_ELASTIC_ONLY_FOR_ELASTIC,
@@ -344,6 +345,16 @@ def test_managed_by_names_a_controller_and_never_changes() -> None:
     assert validate(spec(managedBy="multigpu.dev/operator")) == []
     (problem,) = validate(spec(managedBy="multikueue"))
     assert problem.startswith('spec.managedBy: Invalid value: "multikueue"')
+
+
+def test_dns_names_is_one_of_two_and_never_changes() -> None:
+    (immutable,) = (r for r in SPEC_RULES if r.transition and r.field_path == ".dnsNames")
+    assert immutable.message == MSG_DNS_NAMES_IMMUTABLE
+    assert validate(spec(dnsNames="Replica0")) == []
+    problem = validate(spec(dnsNames="Pod0"))[0]
+    assert problem == (
+        'spec.dnsNames: Unsupported value: "Pod0": supported values: "EveryReplica", "Replica0"'
+    )
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,18 @@ def test_service_is_headless_and_selects_the_job() -> None:
     }
 
 
+def test_replica_0_dns_names_select_pod_0_alone() -> None:
+    state = plan_job(job(replicas=3, dnsNames="Replica0"))
+    assert state.service["spec"]["selector"] == {
+        names.LABEL_JOB_NAME: NAME,
+        names.LABEL_REPLICA_INDEX: "0",
+    }
+    # Pod 0 carries the label; every pod keeps its hostname and subdomain (its own FQDN).
+    assert state.pods[0]["metadata"]["labels"][names.LABEL_REPLICA_INDEX] == "0"
+    assert [p["spec"]["subdomain"] for p in state.pods] == [NAME] * 3
+    assert env(state.pods[2])["MASTER_ADDR"] == names.pod_dns_name(NAME, NAMESPACE, 0)
+
+
 def test_pods_have_stable_dns_names() -> None:
     state = plan_job(job(replicas=3, gpusPerReplica=1))
     for i, p in enumerate(state.pods):

@@ -66,6 +66,10 @@ MSG_MANAGED_BY_IMMUTABLE = (
     "spec.managedBy is immutable: the controller that runs a job is chosen when it is "
     "created; delete and re-create the job to hand it to another"
 )
+MSG_DNS_NAMES_IMMUTABLE = (
+    "spec.dnsNames is immutable: the job's Service selects its pods when it is created; "
+    "delete and re-create the job to change it"
+)
 MSG_SCRIPT_ONE_PROCESS = (
     "spec.launcher Script starts one process per pod, but with spec.gpusPerReplica above 1 "
     "each pod of a DistributedDataParallel job (or of a ModelParallel job across pods) runs one "
@@ -185,6 +189,12 @@ SPEC_RULES: tuple[Rule, ...] = (
         ),
         message=MSG_MANAGED_BY_IMMUTABLE,
         field_path=".managedBy",
+    ),
+    # The Service is created once (children.py) and never updated.
+    Rule(
+        cel="self.dnsNames == oldSelf.dnsNames",
+        message=MSG_DNS_NAMES_IMMUTABLE,
+        field_path=".dnsNames",
     ),
     Rule(
         cel=f"self.mode != {_ELASTIC} || self.launcher == '{Launcher.TORCHRUN}'",
