@@ -58,7 +58,7 @@ from bench.report import Figures, print_report
 from bench.sampling import Sampler, top
 
 from cluster.localcluster import LocalCluster, build_tools, gpu_node
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION, DnsNames
 from support.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +70,7 @@ DIRECT_HELP = (
     "and planned pods, two status writes and Events): the operator's share of the wait"
 )
 SETTLE_S = 20
+DNS_NAMES = tuple(DnsNames)
 GPUS_PER_NODE = 8
 
 
@@ -120,8 +121,9 @@ class Run:
         return client.CustomObjectsApi(self.api)
 
     async def create_job(self, namespace: str, name: str, suspend: bool = False) -> None:
+        manifest = job_manifest(name, self.args.pods, suspend, self.args.dns_names)
         await self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, job_manifest(name, self.args.pods, suspend)
+            GROUP, VERSION, namespace, PLURAL, manifest
         )
 
     async def operator(self, namespace: str) -> Figures:
@@ -207,7 +209,7 @@ class Run:
         sent straight (objects.DirectClient): what the API server allows for them."""
         args, figures = self.args, Figures()
         parts = set(NORMAL_START) if direct else {"pods"}
-        sender = DirectClient(self.api, namespace, parts, args.pods)
+        sender = DirectClient(self.api, namespace, parts, args.pods, args.dns_names)
         timeline = Timeline(JOB_LABEL if direct else BARE_LABEL)
         phase = "direct client" if direct else "bare client"
         watches = start_watches(self.api, namespace, timeline)
@@ -326,6 +328,12 @@ def main() -> None:
     parser.add_argument("--profile", default="", help="py-spy raw output file")
     parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     parser.add_argument("--direct", action="store_true", help=DIRECT_HELP)
+    parser.add_argument(
+        "--dns-names",
+        default="EveryReplica",
+        choices=DNS_NAMES,
+        help="the jobs' spec.dnsNames (docs/env-contract.md)",
+    )
     args = parser.parse_args()
     if args.duration:
         args.jobs = int(args.rate * args.duration)

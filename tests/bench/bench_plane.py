@@ -18,6 +18,7 @@ For each: the CPU each control-plane process used from submission until every po
 (and 5 s more for the last writes), and the API server's write requests, per job:
 
     .venv/bin/python tests/bench/bench_plane.py --jobs 100
+    .venv/bin/python tests/bench/bench_plane.py --jobs 100 --dns-names Replica0
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_create import FRESH_HELP, GPUS_PER_NODE, bench_cluster
+from bench.bench_create import DNS_NAMES, FRESH_HELP, GPUS_PER_NODE, bench_cluster
 from bench.metrics_text import growth
 from bench.objects import DirectClient
 from bench.observe import control_plane_cpu_by_process
@@ -70,7 +71,7 @@ async def measure(
     namespace = f"plane-{name.replace('+', '-')}-{int(time.time())}"
     cluster.kubectl("create", "namespace", namespace)
     await asyncio.sleep(SETTLE_S)  # the namespace's own writes land first
-    case = DirectClient(api, namespace, set(name.split("+")), args.pods)
+    case = DirectClient(api, namespace, set(name.split("+")), args.pods, args.dns_names)
     metrics_before = cluster.kubectl("get", "--raw", "/metrics").stdout
     cpu_before = control_plane_cpu_by_process(cluster.kubeconfig.parent)
     start = time.perf_counter()
@@ -113,6 +114,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
     parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    parser.add_argument(
+        "--dns-names",
+        default="EveryReplica",
+        choices=DNS_NAMES,
+        help="the jobs' spec.dnsNames: which pods the job cases' Service selects",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

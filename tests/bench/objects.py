@@ -27,7 +27,9 @@ RUN_LONG = {"sim.multigpu.dev/succeed-after": "3600s"}
 NORMAL_START = frozenset({"job", "service", "pods", "status"})
 
 
-def job_manifest(name: str, pods: int, suspend: bool = False) -> dict[str, Any]:
+def job_manifest(
+    name: str, pods: int, suspend: bool = False, dns_names: str = "EveryReplica"
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "MultiGPUJob",
@@ -38,6 +40,7 @@ def job_manifest(name: str, pods: int, suspend: bool = False) -> dict[str, Any]:
             "replicas": pods,
             "gpusPerReplica": 1,
             "suspend": suspend,
+            "dnsNames": dns_names,
             "template": {
                 "metadata": {"annotations": RUN_LONG},
                 "spec": {"containers": [{"name": "trainer", "image": "trainer:bench"}]},
@@ -87,7 +90,15 @@ class DirectClient:
     without, the bare client's. "status" is the operator's two writes of a normal start
     (Pending with the pods, then Running) and the Event posted with each."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, parts: set[str], pods: int):
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        parts: set[str],
+        pods: int,
+        dns_names: str = "EveryReplica",
+    ):
+        self.dns_names = dns_names
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.events = client.EventsV1Api(api)
@@ -97,7 +108,7 @@ class DirectClient:
         pods = [bare_pod(f"{name}-{i}", name) for i in range(self.pods)]
         service, stored = bare_service(name), None
         if "job" in self.parts:
-            manifest = job_manifest(name, self.pods, suspend=True)
+            manifest = job_manifest(name, self.pods, suspend=True, dns_names=self.dns_names)
             stored = await self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, manifest
             )

@@ -52,7 +52,7 @@ def print_report(
     schedule = f"at {args.rate:g} jobs/s" if args.rate else "all at once"
     print(
         f"\n{args.jobs} jobs x {pods} pods ({args.jobs * pods} pods) {schedule}, "
-        f"{args.nodes} nodes, {args.existing} existing jobs"
+        f"{args.nodes} nodes, {args.existing} existing jobs, dnsNames {args.dns_names}"
     )
     if bare is None:
         print("operator's figures only: the bare client's run is still to come (its columns -)")
