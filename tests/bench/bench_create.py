@@ -14,10 +14,11 @@ memory across cycles). Last, in another fresh namespace, a bare async client cre
 the same pods on the same schedule: what the API server allows, the bar each figure is
 printed against. `--profile FILE` samples the operator with py-spy during the jobs'
 submission and prints the top functions. `--direct` adds a third client that sends the
-operator's own objects for each job itself, in the operator's order: the ratio to it is
-the operator's own share of the wait; the ratio to the bare client also counts what the
-job's objects cost the cluster. `--fresh` stops the local cluster and starts a new one
-first (a cluster reused across large runs grows slower).
+operator's own objects for each job itself, in the operator's order: meant to tell the
+operator's own share of the wait from what the job's objects cost the cluster, though as
+the run's last phase, sending every job at once, it also measures its own burst and the
+cluster's state (docs/benchmarks.md, "Fourth round"). `--fresh` stops the local
+cluster and starts a new one first (a cluster reused across large runs grows slower).
 
 A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
 print as soon as its phase ends, the full report with the ratios at the very end; a line
@@ -67,7 +68,7 @@ WAIT_S = 900
 FRESH_HELP = "stop the local cluster first and start a new one (a reused one grows slower)"
 DIRECT_HELP = (
     "last, time a client sending the operator's own objects itself (the job, its Service "
-    "and planned pods, two status writes and Events): the operator's share of the wait"
+    "and planned pods, two status writes and Events); see docs/benchmarks.md"
 )
 SETTLE_S = 20
 DNS_NAMES = tuple(DnsNames)
