@@ -120,8 +120,9 @@ def print_report(
 
 
 def print_direct(op: Figures, direct: Figures) -> None:
-    """The operator against a client sending the same objects itself: the ratio is the
-    operator's own share of the wait, what the objects cost the cluster left out."""
+    """The operator against a client sending the same objects itself: meant as the
+    operator's own share of the wait, what the objects cost the cluster left out (the
+    client's burst and the cluster's state count too: docs/benchmarks.md)."""
     print(
         "\nagainst the operator's own objects sent straight (the job, its Service and "
         "planned pods, two status writes, two Events):"
