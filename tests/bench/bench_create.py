@@ -71,7 +71,6 @@ DIRECT_HELP = (
     "and planned pods, two status writes and Events); see docs/benchmarks.md"
 )
 SETTLE_S = 20
-DNS_NAMES = tuple(DnsNames)
 GPUS_PER_NODE = 8
 
 
@@ -327,19 +326,24 @@ def main() -> None:
     parser.add_argument("--existing", type=int, default=0, help="suspended jobs already there")
     parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
     parser.add_argument("--profile", default="", help="py-spy raw output file")
-    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
     parser.add_argument("--direct", action="store_true", help=DIRECT_HELP)
-    parser.add_argument(
-        "--dns-names",
-        default="EveryReplica",
-        choices=DNS_NAMES,
-        help="the jobs' spec.dnsNames (docs/env-contract.md)",
-    )
+    add_cluster_options(parser)
     args = parser.parse_args()
     if args.duration:
         args.jobs = int(args.rate * args.duration)
     check_capacity(parser, args)
     asyncio.run(main_async(args))
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """The options both benchmarks take: a fresh cluster, the jobs' spec.dnsNames."""
+    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
+    parser.add_argument(
+        "--dns-names",
+        default=DnsNames.EVERY_REPLICA.value,
+        choices=tuple(DnsNames),
+        help="the jobs' spec.dnsNames: which pods their Service names (docs/env-contract.md)",
+    )
 
 
 def check_capacity(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -34,7 +34,7 @@ from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_create import DNS_NAMES, FRESH_HELP, GPUS_PER_NODE, bench_cluster
+from bench.bench_create import GPUS_PER_NODE, add_cluster_options, bench_cluster
 from bench.metrics_text import growth
 from bench.objects import DirectClient
 from bench.observe import control_plane_cpu_by_process
@@ -113,13 +113,7 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
-    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
-    parser.add_argument(
-        "--dns-names",
-        default="EveryReplica",
-        choices=DNS_NAMES,
-        help="the jobs' spec.dnsNames: which pods the job cases' Service selects",
-    )
+    add_cluster_options(parser)
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION, DnsNames
 from multigpu_operator.cluster.events import event_body
 from multigpu_operator.reconcile import plan_object
 
@@ -28,7 +28,7 @@ NORMAL_START = frozenset({"job", "service", "pods", "status"})
 
 
 def job_manifest(
-    name: str, pods: int, suspend: bool = False, dns_names: str = "EveryReplica"
+    name: str, pods: int, suspend: bool = False, dns_names: str = DnsNames.EVERY_REPLICA
 ) -> dict[str, Any]:
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
@@ -84,11 +84,12 @@ def bare_service(job: str) -> dict[str, Any]:
 
 
 class DirectClient:
-    """Sends one job's objects itself, the `parts` of PARTS asked for: with "job", the
-    MultiGPUJob (suspended: no operator acts on it anyway) and the pods and Service the
-    operator plans for it (plan/: env, labels, owner reference, per-pod DNS names);
-    without, the bare client's. "status" is the operator's two writes of a normal start
-    (Pending with the pods, then Running) and the Event posted with each."""
+    """Sends one job's objects itself, the `parts` of NORMAL_START asked for ("pods"
+    alone: the bare client's). With "job", the MultiGPUJob (suspended: no operator acts
+    on it anyway) and the pods and Service the operator plans for it (plan/: env,
+    labels, owner reference, DNS names as `dns_names` says); without, the bare client's.
+    "status" is the operator's two writes of a normal start (Pending with the pods, then
+    Running) and the Event posted with each."""
 
     def __init__(
         self,
@@ -96,7 +97,7 @@ class DirectClient:
         namespace: str,
         parts: set[str],
         pods: int,
-        dns_names: str = "EveryReplica",
+        dns_names: str = DnsNames.EVERY_REPLICA,
     ):
         self.dns_names = dns_names
         self.core = client.CoreV1Api(api)
