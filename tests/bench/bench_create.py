@@ -13,7 +13,10 @@ status. Then `--cycles` times the jobs are deleted and created again (the operat
 memory across cycles). Last, in another fresh namespace, a bare async client creates
 the same pods on the same schedule: what the API server allows, the bar each figure is
 printed against. `--profile FILE` samples the operator with py-spy during the jobs'
-submission and prints the top functions. `--direct` adds a third client that sends the
+submission and prints the top functions; `--plane-profile DIR` records the API
+server's own CPU profile in each phase (go tool pprof -top DIR/operator.pprof). The
+control plane's CPU per job is split by program, and its idle draw (the nodes'
+heartbeats) is read before the first phase. `--direct` adds a third client that sends the
 operator's own objects for each job itself, in the operator's order: meant to tell the
 operator's own share of the wait from what the job's objects cost the cluster, though as
 the run's last phase, sending every job at once, it also measures its own burst and the
@@ -43,35 +46,34 @@ from kubernetes_asyncio import client, config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import plane_profile
 from bench.metrics_text import growth, mean_growth
 from bench.objects import BARE_LABEL, MEASURED, NORMAL_START, DirectClient, job_manifest
 from bench.observe import (
     Timeline,
     clock,
-    control_plane_cpu,
+    control_plane_cpu_by_process,
     cpu_seconds,
+    idle_control_plane,
+    ms_per_job,
     operator_events,
     report_progress,
     rss_mib,
     start_watches,
 )
+from bench.options import GPUS_PER_NODE, parse_args
 from bench.report import Figures, print_report
 from bench.sampling import Sampler, top
 
 from cluster.localcluster import LocalCluster, build_tools, gpu_node
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION, DnsNames
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[2]
 JOB_LABEL = "multigpu.dev/job-name"
+RUN_LABEL = "bench.multigpu.dev/run"  # on this run's nodes
 WAIT_S = 900
-FRESH_HELP = "stop the local cluster first and start a new one (a reused one grows slower)"
-DIRECT_HELP = (
-    "last, time a client sending the operator's own objects itself (the job, its Service "
-    "and planned pods, two status writes and Events); see docs/benchmarks.md"
-)
 SETTLE_S = 20
-GPUS_PER_NODE = 8
 
 
 async def submit_all(
@@ -147,8 +149,9 @@ class Run:
             before = proc.metrics()
             cpu_before = cpu_seconds(pid)
             cluster_dir = self.cluster.kubeconfig.parent
-            plane_before = control_plane_cpu(cluster_dir, pid)
+            plane_before = control_plane_cpu_by_process(cluster_dir, pid)
             sampler = Sampler(pid, Path(args.profile)) if args.profile else None
+            profiling = self.plane_profile("operator", figures)
             names = [f"job-{i}" for i in range(args.jobs)]
             timeline.watching, timeline.step = names, ""
             submitted = await submit_all(names, args.rate, lambda n: self.create_job(namespace, n))
@@ -173,8 +176,8 @@ class Run:
             used = cpu_seconds(pid) - cpu_before
             figures.cpu_per_reconcile_ms = 1000 * used / reconciles
             figures.cpu_per_job_ms = 1000 * used / len(names)
-            plane = control_plane_cpu(cluster_dir, pid) - plane_before
-            figures.control_plane_ms_per_job = 1000 * plane / len(names)
+            plane = control_plane_cpu_by_process(cluster_dir, pid)
+            figures.set_control_plane(ms_per_job(plane_before, plane, len(names)))
             figures.rss_mib = rss_mib(pid)
             figures.peak_rss_mib = rss_mib(pid, "VmHWM")
             # Watching, no longer creating: the connections of the burst close when idle
@@ -182,11 +185,22 @@ class Run:
             await asyncio.sleep(SETTLE_S)
             figures.settled_rss_mib = rss_mib(pid)
             figures.cycle_rss_mib = await self.cycles(namespace, timeline, pid)
+            if profiling is not None:
+                await profiling
             return figures
         finally:
             for task in watches:
                 task.cancel()
             proc.stop()
+
+    def plane_profile(self, phase: str, figures: Figures) -> asyncio.Task[None] | None:
+        """With `--plane-profile DIR`, the API server's CPU profile over the phase's first
+        `--plane-profile-s` seconds, from the submission on, into DIR/<phase>.pprof."""
+        if not self.args.plane_profile:
+            return None
+        path = Path(self.args.plane_profile) / f"{phase}.pprof"
+        figures.plane_profile = str(path)
+        return plane_profile.start(self.cluster, path, self.args.plane_profile_s)
 
     async def cycles(self, namespace: str, timeline: Timeline, pid: int) -> list[float]:
         """Delete the jobs and create them again, `--cycles` times: RSS after each."""
@@ -219,7 +233,8 @@ class Run:
             names = [f"job-{i}" for i in range(args.jobs)]
             timeline.watching = names
             cluster_dir = self.cluster.kubeconfig.parent
-            plane_before = control_plane_cpu(cluster_dir)
+            plane_before = control_plane_cpu_by_process(cluster_dir)
+            profiling = self.plane_profile(phase.replace(" ", "-"), figures)
             submitted = await submit_all(names, args.rate, sender.job)
             await timeline.wait(
                 lambda: all(timeline.all_created(j, args.pods) for j in names), WAIT_S
@@ -227,10 +242,12 @@ class Run:
             creation_figures(timeline, submitted, args.pods, figures)
             await timeline.wait(partial(_all_pods_running, timeline, names, args.pods), WAIT_S)
             await asyncio.sleep(2)  # as for the operator: the last writes land
-            plane = control_plane_cpu(cluster_dir) - plane_before
-            figures.control_plane_ms_per_job = 1000 * plane / len(names)
+            plane = control_plane_cpu_by_process(cluster_dir)
+            figures.set_control_plane(ms_per_job(plane_before, plane, len(names)))
             # The pods; sent directly, also the Service and two status writes.
             figures.requests_per_job = float(args.pods + (3 if direct else 0))
+            if profiling is not None:
+                await profiling
             return figures
         finally:
             for task in watches:
@@ -284,6 +301,8 @@ async def main_async(args: argparse.Namespace) -> None:
     cluster, api = await bench_cluster(args.fresh)
     run = Run(args, api, cluster)
     nodes = [gpu_node(f"bench-{run.run_id}-{i}", GPUS_PER_NODE) for i in range(args.nodes)]
+    for node in nodes:
+        node["metadata"]["labels"][RUN_LABEL] = run.run_id
     cluster.kubectl(
         "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
     )
@@ -291,7 +310,9 @@ async def main_async(args: argparse.Namespace) -> None:
     for ns in namespaces:
         cluster.kubectl("create", "namespace", ns)
     try:
+        idle = await idle_control_plane(cluster.kubeconfig.parent)
         op = await run.operator(namespaces[0])
+        op.control_plane_idle_cores = idle
         print_report(args, op)
         # The bare client starts on a cluster as quiet as the operator's was: not while
         # the operator's pods are being deleted.
@@ -305,61 +326,21 @@ async def main_async(args: argparse.Namespace) -> None:
             cluster.kubectl("delete", "namespace", namespaces[1], "--timeout=600s", check=False)
             direct = await run.bare(namespaces[2], direct=True)
     finally:
-        await api.close()
         for ns in namespaces:
             cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-        cluster.kubectl(
-            "delete", "node", *[n["metadata"]["name"] for n in nodes], "--wait=false", check=False
-        )
+        # One request for all the nodes: kubectl would send one per node, minutes for
+        # 1,000 nodes on a busy API server.
+        try:
+            await client.CoreV1Api(api).delete_collection_node(
+                label_selector=f"{RUN_LABEL}={run.run_id}"
+            )
+        finally:
+            await api.close()
     print_report(args, op, bare, direct)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--nodes", type=int, default=200, help="simulated 8-GPU nodes")
-    parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
-    parser.add_argument("--rate", type=float, default=0, help="jobs/s; 0: all at once")
-    parser.add_argument("--duration", type=float, default=0, help="seconds at --rate")
-    parser.add_argument("--existing", type=int, default=0, help="suspended jobs already there")
-    parser.add_argument("--cycles", type=int, default=0, help="delete/create rounds after")
-    parser.add_argument("--profile", default="", help="py-spy raw output file")
-    parser.add_argument("--direct", action="store_true", help=DIRECT_HELP)
-    add_cluster_options(parser)
-    args = parser.parse_args()
-    if args.duration:
-        args.jobs = int(args.rate * args.duration)
-    check_capacity(parser, args)
-    asyncio.run(main_async(args))
-
-
-def add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    """The options both benchmarks take: a fresh cluster, the jobs' spec.dnsNames."""
-    parser.add_argument("--fresh", action="store_true", help=FRESH_HELP)
-    parser.add_argument(
-        "--dns-names",
-        default=DnsNames.EVERY_REPLICA.value,
-        choices=tuple(DnsNames),
-        help="the jobs' spec.dnsNames: which pods their Service names (docs/env-contract.md)",
-    )
-
-
-def check_capacity(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse a run whose pods cannot all be placed: they would stay Pending and every
-    wait run to its limit (both phases), with no figure at the end. The cycles delete the
-    jobs before creating as many again and the existing jobs are suspended (no pods), so
-    the measured jobs' pods, one GPU each, are the whole need."""
-    gpus = args.jobs * args.pods
-    jobs = f"{args.jobs} jobs" + (" (--rate x --duration)" if args.duration else "")
-    needed = -(-gpus // GPUS_PER_NODE)  # ceiling division
-    if args.nodes < needed:
-        parser.error(
-            f"--nodes must be at least {needed} for {jobs} x {args.pods} pods "
-            f"(one GPU each, {GPUS_PER_NODE} GPUs a node): {args.nodes} nodes have "
-            f"{args.nodes * GPUS_PER_NODE} GPUs for {gpus} pods"
-        )
+    asyncio.run(main_async(parse_args(__doc__)))
 
 
 if __name__ == "__main__":

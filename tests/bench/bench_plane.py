@@ -34,10 +34,11 @@ from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_create import GPUS_PER_NODE, add_cluster_options, bench_cluster
+from bench.bench_create import bench_cluster
 from bench.metrics_text import growth
 from bench.objects import DirectClient
 from bench.observe import control_plane_cpu_by_process
+from bench.options import GPUS_PER_NODE, add_cluster_options
 
 from cluster.localcluster import LocalCluster, gpu_node
 

@@ -20,6 +20,9 @@ from kubernetes_asyncio import client
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 
 clock = time.perf_counter
+NODES_SETTLE_S = 15  # new nodes registered and Ready before the idle draw is read
+IDLE_S = 15
+CLIENTS = {"kubectl"}  # given the cluster's kubeconfig too, but not the control plane
 
 
 @dataclass
@@ -188,10 +191,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def control_plane_cpu(cluster_dir: Path, leave_out: int | None = None) -> float:
-    """CPU seconds used so far by the local control plane's processes, `leave_out` (the
-    operator, given the same kubeconfig) aside."""
-    return sum(control_plane_cpu_by_process(cluster_dir, leave_out).values())
+def ms_per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> dict[str, float]:
+    """Each program's CPU between two `control_plane_cpu_by_process` readings, in ms per
+    job: which of them a job's objects keep busy."""
+    return {name: 1000 * (used - before.get(name, 0.0)) / jobs for name, used in after.items()}
 
 
 def control_plane_cpu_by_process(
@@ -207,9 +210,20 @@ def control_plane_cpu_by_process(
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-            if marker in cmdline:
-                program = Path(cmdline.split(b"\0")[0].decode()).name
+            program = Path(cmdline.split(b"\0")[0].decode(errors="replace")).name
+            if marker in cmdline and program not in CLIENTS:
                 used[program] = used.get(program, 0.0) + cpu_seconds(int(entry.name))
         except (OSError, IndexError):
             continue  # gone meanwhile
     return used
+
+
+async def idle_control_plane(cluster_dir: Path) -> float:
+    """The control plane's CPU (cores) with nothing submitted, after the new nodes'
+    registration settles: the nodes' heartbeats and leases, which every phase's CPU per
+    job includes for as long as the phase lasts."""
+    await asyncio.sleep(NODES_SETTLE_S)
+    before, start = sum(control_plane_cpu_by_process(cluster_dir).values()), clock()
+    await asyncio.sleep(IDLE_S)
+    after = sum(control_plane_cpu_by_process(cluster_dir).values())
+    return (after - before) / (clock() - start)

@@ -25,11 +25,18 @@ class Figures:
     cpu_per_reconcile_ms: float = NAN
     cpu_per_job_ms: float = NAN  # the operator's CPU over the measured jobs
     control_plane_ms_per_job: float = NAN  # the API server's, etcd's, ... CPU per job
+    control_plane_by_program: dict[str, float] = field(default_factory=dict)  # ms per job
     rss_mib: float = NAN  # with every measured job's pods in the cache
     peak_rss_mib: float = NAN
     settled_rss_mib: float = NAN  # 20 s later: watching only, the idle connections closed
     cycle_rss_mib: list[float] = field(default_factory=list)
     profile: list[str] = field(default_factory=list)
+    plane_profile: str = ""  # the API server's pprof file of the phase, if recorded
+    control_plane_idle_cores: float = NAN  # before any job: the nodes' heartbeats
+
+    def set_control_plane(self, by_program: dict[str, float]) -> None:
+        self.control_plane_by_program = by_program
+        self.control_plane_ms_per_job = sum(by_program.values())
 
 
 def _line(label: str, op: float, bare: float, goal: str, unit: str = "") -> str:
@@ -99,6 +106,10 @@ def print_report(
             "- (what the cluster spends on each job: the bound on jobs/s on a shared machine)",
         )
     )
+    if op.control_plane_by_program:
+        print(f"{'':38}({by_program(op, bare)})")
+    idle = "- (in every phase's CPU per job, for as long as the phase lasts)"
+    print(_line("control plane idle (cores)", op.control_plane_idle_cores, NAN, idle))
     print(_line(f"RSS at {args.jobs * pods} pods (MiB)", op.rss_mib, NAN, "<= 150 at 10,000 pods"))
     print(_line("peak RSS (MiB)", op.peak_rss_mib, NAN, "-"))
     print(_line("RSS 20 s later, watching (MiB)", op.settled_rss_mib, NAN, "<= 150 at 10,000 pods"))
@@ -115,8 +126,21 @@ def print_report(
     if op.profile:
         print("\nprofile of the operator (py-spy):")
         print("\n".join(op.profile))
+    recorded = [f.plane_profile for f in (op, bare, direct) if f is not None and f.plane_profile]
+    if recorded:
+        print("\nthe API server's CPU profiles (go tool pprof -top FILE): " + ", ".join(recorded))
     # Out now, not when the process exits: a run killed later (timeout piped to tee) keeps it.
     sys.stdout.flush()
+
+
+def by_program(op: Figures, bare: Figures) -> str:
+    """Each control-plane program's ms per job, the operator's run then the bare client's
+    (where it has one): which program the difference keeps busy."""
+    parts = []
+    for name, ms in sorted(op.control_plane_by_program.items(), key=lambda kv: -kv[1]):
+        other = bare.control_plane_by_program.get(name)
+        parts.append(f"{name} {ms:.0f}" + ("" if other is None else f" / {other:.0f}"))
+    return ", ".join(parts)
 
 
 def print_direct(op: Figures, direct: Figures) -> None:
