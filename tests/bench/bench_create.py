@@ -65,7 +65,9 @@ from bench.options import GPUS_PER_NODE, parse_args
 from bench.report import Figures, print_report
 from bench.sampling import Sampler, top
 
-from cluster.localcluster import LocalCluster, build_tools, gpu_node
+from cluster.localcluster import LocalCluster
+from cluster.node_manifests import gpu_node
+from cluster.tools import build_tools
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.operator_process import OperatorProcess
 

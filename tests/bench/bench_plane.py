@@ -37,10 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_create import bench_cluster
 from bench.metrics_text import growth
 from bench.objects import DirectClient
-from bench.observe import control_plane_cpu_by_process
+from bench.observe import control_plane_cpu_by_process, ms_per_job
 from bench.options import GPUS_PER_NODE, add_cluster_options
 
-from cluster.localcluster import LocalCluster, gpu_node
+from cluster.localcluster import LocalCluster
+from cluster.node_manifests import gpu_node
 
 CASES = ("pods", "pods+service", "job+pods", "job+pods+service", "job+pods+service+status")
 SETTLE_S = 5
@@ -81,7 +82,7 @@ async def measure(
     took = time.perf_counter() - start
     await asyncio.sleep(SETTLE_S)
     cpu = control_plane_cpu_by_process(cluster.kubeconfig.parent)
-    per_process = {k: 1000 * (v - cpu_before.get(k, 0.0)) / args.jobs for k, v in cpu.items()}
+    per_process = ms_per_job(cpu_before, cpu, args.jobs)
     counts = writes(metrics_before, cluster.kubectl("get", "--raw", "/metrics").stdout)
     split = ", ".join(f"{k} {v:.0f}" for k, v in sorted(per_process.items()))
     print(f"{name:26}{sum(per_process.values()):>8.0f} ms/job   {took:5.1f} s   ({split})")

@@ -212,8 +212,10 @@ def control_plane_cpu_by_process(
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            if marker not in cmdline:
+                continue
             program = Path(cmdline.split(b"\0")[0].decode(errors="replace")).name
-            if marker in cmdline and program not in CLIENTS:
+            if program not in CLIENTS:
                 used[program] = used.get(program, 0.0) + cpu_seconds(int(entry.name))
         except (OSError, IndexError):
             continue  # gone meanwhile

@@ -22,7 +22,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster.localcluster import LocalCluster, build_tools
+from cluster.localcluster import LocalCluster
+from cluster.tools import build_tools
 from support.real_pods import install_operator, on_real_node, pod_log
 
 REPO = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cluster.localcluster import cache_dir
+from cluster.tools import cache_dir
 
 if TYPE_CHECKING:
     from cluster.realnode import RealNode
@@ -172,8 +172,8 @@ def build_all() -> list[Built]:
 
 def pause_image_archive() -> Path:
     """The pod sandbox image: the pause binary build-tools.sh compiled, as an archive."""
-    from cluster.localcluster import build_tools
     from cluster.realnode_config import PAUSE_IMAGE
+    from cluster.tools import build_tools
 
     archive = images_dir() / f"pause-{PAUSE_IMAGE.rsplit(':', 1)[1]}.tar"
     if archive.exists():
@@ -313,8 +313,9 @@ def main(argv: list[str] | None = None) -> int:
             took = f"built in {built.seconds:.0f} s" if built.seconds else "already built"
             print(f"{built.name}: {built.size_bytes / 2**20:,.0f} MiB, {took}", file=sys.stderr)
         return 0
-    from cluster.localcluster import LocalCluster, build_tools
+    from cluster.localcluster import LocalCluster
     from cluster.realnode import RealNode
+    from cluster.tools import build_tools
 
     load_built(RealNode(LocalCluster(build_tools(), args.cluster)))
     return 0

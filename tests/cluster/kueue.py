@@ -29,7 +29,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster import hostproc
-from cluster.localcluster import LocalCluster, build_tools
+from cluster.localcluster import LocalCluster
+from cluster.tools import build_tools
 
 NAMESPACE = "kueue-system"
 MULTIGPUJOB = "MultiGPUJob.v1alpha1.multigpu.dev"

@@ -6,6 +6,8 @@ by kwokctl's binary runtime from binaries that ``build-tools.sh`` built from
 pinned Go modules; kwok simulates the GPU nodes and their pods' lifecycle, and a real
 kubelet with containerd (realnode.py) runs real pods beside them. The control plane
 listens on 127.0.0.1 only; the real node reaches it through its own network namespace.
+The binaries come from tools.py (build-tools.sh), the simulated nodes' objects from
+node_manifests.py.
 
 Command line::
 
@@ -32,7 +34,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cluster.*` when run as a script
 
+from cluster.node_manifests import cpu_node, gpu_node
 from cluster.realnode_config import KUBERNETES_SERVICE_IP, SERVICE_CIDR, NodeLayout
+from cluster.tools import Tools, build_tools, cache_dir, default_cache_dir
 
 if TYPE_CHECKING:
     from cluster.realnode import RealNode
@@ -46,82 +50,6 @@ TEST_NAME = "mgj-test"
 # The MultiKueue manager cluster of tests/integration/test_multikueue.py (TEST_NAME is
 # its worker).
 MANAGER_NAME = "mgj-manager"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-
-
-def cache_dir() -> Path:
-    """The cache outside the repository that holds binaries and cluster state."""
-    if env := os.environ.get("MGJ_CACHE_DIR"):
-        return Path(env)
-    return default_cache_dir()
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "multigpu-operator"
-
-
-@dataclass(frozen=True)
-class Tools:
-    """Paths of the binaries built by build-tools.sh."""
-
-    k8s_bin: Path
-    k8s_version: str
-    etcd_bin: Path
-    kwok_bin: Path
-    helm_bin: Path
-    promtool_bin: Path
-    node_bin: Path  # kubelet, kube-proxy
-    coredns_bin: Path
-    pause_bin: Path
-    kueue_bin: Path
-
-    @property
-    def kubectl(self) -> Path:
-        return self.k8s_bin / "kubectl"
-
-    @property
-    def kwokctl(self) -> Path:
-        return self.kwok_bin / "kwokctl"
-
-    @property
-    def helm(self) -> Path:
-        return self.helm_bin / "helm"
-
-    @property
-    def promtool(self) -> Path:
-        return self.promtool_bin / "promtool"
-
-    @property
-    def path_entries(self) -> list[Path]:
-        """Directories to put on PATH so kubectl, helm, promtool resolve to ours."""
-        return [self.k8s_bin, self.etcd_bin, self.kwok_bin, self.helm_bin, self.promtool_bin]
-
-
-def build_tools() -> Tools:
-    """Build (or find in the cache) every binary; raises with the failing step."""
-    proc = subprocess.run(
-        ["bash", str(HERE / "build-tools.sh")],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError("building the control plane failed; see build-tools output above")
-    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    return Tools(
-        k8s_bin=Path(values["K8S_BIN"]),
-        k8s_version=values["K8S_VERSION"],
-        etcd_bin=Path(values["ETCD_BIN"]),
-        kwok_bin=Path(values["KWOK_BIN"]),
-        helm_bin=Path(values["HELM_BIN"]),
-        promtool_bin=Path(values["PROMTOOL_BIN"]),
-        node_bin=Path(values["NODE_BIN"]),
-        coredns_bin=Path(values["COREDNS_BIN"]),
-        pause_bin=Path(values["PAUSE_BIN"]),
-        kueue_bin=Path(values["KUEUE_BIN"]),
-    )
 
 
 CONTROL_PLANE_COMPONENTS = ("kube-controller-manager", "kube-scheduler", "kwok-controller")
@@ -389,47 +317,6 @@ class LocalCluster:
                     f"nodes not Ready after {timeout}s: {sorted(set(names) - ready)}"
                 )
             time.sleep(0.5)
-
-
-def _node(name: str, labels: dict[str, str], resources: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            # kwok manages only nodes that carry this annotation.
-            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {
-                "kubernetes.io/arch": "amd64",
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/hostname": name,
-                "type": "kwok",
-                **labels,
-            },
-        },
-        "status": {"capacity": resources, "allocatable": resources},
-    }
-
-
-def gpu_node(name: str, gpus: int) -> dict[str, Any]:
-    """A node like a GPU-operator-managed one: GPU labels, resource and taint."""
-    node = _node(
-        name,
-        {
-            "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.count": str(gpus),
-            "nvidia.com/gpu.product": GPU_PRODUCT,
-            "nvidia.com/gpu.memory": "81559",
-        },
-        {"cpu": "96", "memory": "1Ti", "pods": "110", GPU_RESOURCE: str(gpus)},
-    )
-    node["spec"] = {"taints": [{"key": GPU_RESOURCE, "effect": "NoSchedule"}]}
-    return node
-
-
-def cpu_node(name: str) -> dict[str, Any]:
-    """An untainted node without GPUs, for CPU-only pods."""
-    return _node(name, {}, {"cpu": "32", "memory": "128Gi", "pods": "110"})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from cluster.localcluster import TEST_NAME, LocalCluster, build_tools
+from cluster.localcluster import TEST_NAME, LocalCluster
+from cluster.tools import build_tools
 from support.events import list_events
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess

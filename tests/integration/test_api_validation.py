@@ -1,4 +1,4 @@
-"""The CRD on a real API server: schema, CEL rules, defaults, scale, explain, install.
+"""The CRD on a real API server: schema, CEL rules, defaults, scale, explain, columns.
 
 Each invalid spec must be refused with a 422 whose message names the field, and the
 offline `validate()` must report the very same message lines: that keeps CEL and its
@@ -7,7 +7,6 @@ Python twins in step.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -403,107 +402,3 @@ def test_printer_columns(
     ]
     assert out[0].split() == header
     assert out[1].split()[:4] == ["job", "DistributedDataParallel", "2", "4"]
-
-
-def rehome(doc: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """A manifest moved from multigpu-system into `namespace`."""
-    doc = copy.deepcopy(doc)
-    if doc["metadata"].get("namespace"):
-        doc["metadata"]["namespace"] = namespace
-    for subject in doc.get("subjects", []):
-        subject["namespace"] = namespace
-    return doc
-
-
-def test_kustomize_base_installs_on_the_server(
-    local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
-) -> None:
-    rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests")).stdout
-    docs = list(yaml.safe_load_all(rendered))
-    kinds = sorted(d["kind"] for d in docs)
-    assert kinds == [
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "CustomResourceDefinition",
-        "Deployment",
-        "Namespace",
-        "PodDisruptionBudget",
-        "Role",  # the leader election's Lease
-        "RoleBinding",
-        "Service",
-        "ServiceAccount",
-    ]
-    # A server-side dry run cannot create objects in a namespace that a dry run "created",
-    # so everything namespaced goes into this test's namespace, which gets the same
-    # Pod Security labels as the real one.
-    (ns_doc,) = (d for d in docs if d["kind"] == "Namespace")
-    core.patch_namespace(namespace, {"metadata": {"labels": ns_doc["metadata"]["labels"]}})
-    objects = [rehome(d, namespace) for d in docs if d["kind"] != "Namespace"]
-
-    applied = local_cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "--dry-run=server",
-        "-f",
-        "-",
-        stdin=yaml.safe_dump_all(objects),
-        check=False,
-    )
-    assert applied.returncode == 0, applied.stderr
-    assert "PodSecurity" not in applied.stderr
-
-    # Pod Security enforcement judges pods, not Deployments: admit the operator's pod.
-    # The pod's service account must exist; it goes away with the test namespace.
-    (account,) = (d for d in objects if d["kind"] == "ServiceAccount")
-    core.create_namespaced_service_account(namespace, account)
-    (deployment,) = (d for d in objects if d["kind"] == "Deployment")
-    pod = {"apiVersion": "v1", "kind": "Pod", **deployment["spec"]["template"]}
-    pod["metadata"] = {**pod["metadata"], "name": "operator-dry-run"}
-    core.create_namespaced_pod(namespace, pod, dry_run="All")
-
-
-def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalCluster) -> None:
-    rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests/rbac")).stdout
-    (role,) = (d for d in yaml.safe_load_all(rendered) if d["kind"] == "ClusterRole")
-    grants = {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-    assert not any("*" in grant for grant in grants)
-    assert {r for _, r, _ in grants} == {
-        "multigpujobs",
-        "multigpujobs/status",
-        "multigpujobs/finalizers",
-        "pods",
-        "services",
-        "events",
-        "customresourcedefinitions",
-        "namespaces",
-        "nodes",
-        "workloads",
-        "workloads/status",
-        "resourceflavors",
-        "workloadpriorityclasses",
-    }
-    assert ("", "pods", "create") in grants
-    assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
-    # Garbage collection deletes children; the operator deletes a job only after its
-    # ttlSecondsAfterFinished, and never a Service.
-    assert ("multigpu.dev", "multigpujobs", "delete") in grants
-    assert ("", "services", "delete") not in grants
-    assert ("", "secrets", "get") not in grants
-    # Nodes are only read (the fit check), never changed.
-    assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}
-    # Kueue: the operator never deletes a Workload (garbage collection does) and only
-    # reads flavors and priority classes.
-    kueue = {(r, v) for g, r, v in grants if g == "kueue.x-k8s.io"}
-    assert ("workloads", "delete") not in kueue
-    assert {v for r, v in kueue if r in ("resourceflavors", "workloadpriorityclasses")} <= {
-        "get",
-        "list",
-        "watch",
-    }

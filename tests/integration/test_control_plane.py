@@ -18,7 +18,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.localcluster import GPU_RESOURCE, LocalCluster, gpu_node
+from cluster.localcluster import LocalCluster
+from cluster.node_manifests import GPU_RESOURCE, gpu_node
 from support.waiting import wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}

@@ -10,13 +10,11 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from support.jobs import SIM, JobEnv, job_manifest
+from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def hostnames(jobs: JobEnv, service: str) -> list[str]:

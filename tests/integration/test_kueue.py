@@ -21,13 +21,12 @@ from kubernetes import client
 from cluster.kueue import Kueue
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api import kueue
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 GPUS = "nvidia.com/gpu"
 
 

@@ -10,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from cluster.localcluster import gpu_node
-from support.jobs import JobEnv, job_manifest
+from cluster.node_manifests import gpu_node
+from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
-
-RUN_LONG = {"sim.multigpu.dev/succeed-after": "600s"}
 
 
 def settled(jobs: JobEnv, pods: int) -> dict[str, Any] | None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import time
 
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
-
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def test_a_rank_fails_while_the_operator_is_down(operator: OperatorProcess, jobs: JobEnv) -> None:

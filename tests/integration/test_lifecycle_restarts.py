@@ -11,11 +11,9 @@ from typing import Any
 import pytest
 
 from support.events import list_events
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
-
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def fail_with(code: int) -> dict[str, str]:

@@ -8,11 +8,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from support.jobs import SIM, JobEnv, condition, job_manifest, read_job
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest, read_job
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
-
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def test_active_deadline_fails_a_running_job_and_its_pods_are_gone(

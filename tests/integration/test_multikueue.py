@@ -20,7 +20,8 @@ from kubernetes import client, config
 
 from cluster.kueue import NAMESPACE as KUEUE_NAMESPACE
 from cluster.kueue import Kueue
-from cluster.localcluster import MANAGER_NAME, LocalCluster, build_tools
+from cluster.localcluster import MANAGER_NAME, LocalCluster
+from cluster.tools import build_tools
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.jobs import SIM, JobEnv, condition, job_manifest

@@ -15,12 +15,11 @@ from kubernetes import client
 
 from cluster.localcluster import LocalCluster
 from support.events import list_events
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, JobEnv, condition, job_manifest
 from support.operator_log import assert_calm
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 QUOTA = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods"}}
 
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_log import assert_calm
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
@@ -27,7 +27,6 @@ from support.waiting import wait_for
 SEED = int(os.environ.get("MGJ_FAULT_SEED", "13"))
 KILLS = 24
 ALIVE_SECONDS = (0.3, 4.0)  # how long each operator process lives before its SIGKILL
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 JOB_LABEL = "multigpu.dev/job-name"
 ATTEMPT_LABEL = "multigpu.dev/attempt"
 INDEX_LABEL = "multigpu.dev/replica-index"

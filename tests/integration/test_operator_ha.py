@@ -19,7 +19,7 @@ import pytest
 from integration.test_operator_faults import WAIT, check, drive_disrupted
 
 from cluster.localcluster import LocalCluster
-from support.jobs import SIM, JobEnv, job_manifest
+from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_log import reconcile_errors, troubles
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
@@ -32,7 +32,6 @@ TAKEOVER_AFTER_KILL = 15.0  # the issue's bound at the default timings
 TAKEOVER_AFTER_TERM = 4.0  # one retry period of the standby, and the leader's shutdown
 KILLS = 12
 LEADING_SECONDS = (0.5, 4.0)  # how long a leader leads before it is stopped
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 @pytest.fixture

@@ -95,3 +95,49 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
     log = operator.log()
     assert "Forbidden" not in log, log
     assert "403" not in log, log
+
+
+def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalCluster) -> None:
+    rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests/rbac")).stdout
+    (role,) = (d for d in yaml.safe_load_all(rendered) if d["kind"] == "ClusterRole")
+    grants = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert not any("*" in grant for grant in grants)
+    assert {r for _, r, _ in grants} == {
+        "multigpujobs",
+        "multigpujobs/status",
+        "multigpujobs/finalizers",
+        "pods",
+        "services",
+        "events",
+        "customresourcedefinitions",
+        "namespaces",
+        "nodes",
+        "workloads",
+        "workloads/status",
+        "resourceflavors",
+        "workloadpriorityclasses",
+    }
+    assert ("", "pods", "create") in grants
+    assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
+    # Garbage collection deletes children; the operator deletes a job only after its
+    # ttlSecondsAfterFinished, and never a Service.
+    assert ("multigpu.dev", "multigpujobs", "delete") in grants
+    assert ("", "services", "delete") not in grants
+    assert ("", "secrets", "get") not in grants
+    # Nodes are only read (the fit check), never changed.
+    assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}
+    # Kueue: the operator never deletes a Workload (garbage collection does) and only
+    # reads flavors and priority classes.
+    kueue = {(r, v) for g, r, v in grants if g == "kueue.x-k8s.io"}
+    assert ("workloads", "delete") not in kueue
+    assert {v for r, v in kueue if r in ("resourceflavors", "workloadpriorityclasses")} <= {
+        "get",
+        "list",
+        "watch",
+    }

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.localcluster import LocalCluster, build_tools
+from cluster.localcluster import LocalCluster
 from cluster.realnode_config import ENV_MARKER, NODE_NAME, PAUSE_IMAGE
+from cluster.tools import build_tools
 from support.real_pods import TOLERATION
 from support.waiting import wait_for
 

@@ -102,6 +102,15 @@ def exec_in(real: JobEnv, pod: str, *command: str) -> str:
     return real.cluster.kubectl("exec", "-n", real.namespace, pod, "--", *command).stdout
 
 
+def resolve(real: JobEnv, pod: str, name: str) -> str:
+    """The address `pod` resolves `name` to (cluster DNS, from inside it), or "unresolved"."""
+    lookup = (
+        f"import socket\ntry: print(socket.gethostbyname({name!r}))\n"
+        "except socket.gaierror: print('unresolved')"
+    )
+    return exec_in(real, pod, "python", "-c", lookup).strip()
+
+
 def test_the_operator_runs_as_a_restricted_pod_with_probes_metrics_and_helm_test(
     real: JobEnv,
 ) -> None:
@@ -180,16 +189,10 @@ def test_elastic_replaces_a_deleted_pod_which_joins_the_next_round(real: JobEnv)
     assert exec_in(real, "elastic-1", "id", "-u").strip() == "10001"  # the image's user
     # dnsNames Replica0: pod 0, the rendezvous host, has a cluster DNS name through the
     # job's headless Service (CoreDNS) and the other pods have none; the job needs no more.
-    fqdn = f"elastic-{{}}.elastic.{real.namespace}.svc.cluster.local"
-    lookup = (
-        "import socket\ntry: print(socket.gethostbyname({!r}))\n"
-        "except socket.gaierror: print('unresolved')"
-    )
+    domain = f"elastic.{real.namespace}.svc.cluster.local"
     survivor_ip = real.core.read_namespaced_pod("elastic-0", real.namespace).status.pod_ip
-    found = exec_in(real, "elastic-1", "python", "-c", lookup.format(fqdn.format(0)))
-    assert found.strip() == survivor_ip
-    found = exec_in(real, "elastic-0", "python", "-c", lookup.format(fqdn.format(1)))
-    assert found.strip() == "unresolved"
+    assert resolve(real, "elastic-1", f"elastic-0.{domain}") == survivor_ip
+    assert resolve(real, "elastic-0", f"elastic-1.{domain}") == "unresolved"
     real.cluster.kubectl("delete", "pod", "-n", real.namespace, "elastic-1", "--wait=false")
     status = finished(real, "elastic")
     assert status["phase"] == "Succeeded", status

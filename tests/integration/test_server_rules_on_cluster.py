@@ -13,12 +13,11 @@ from kubernetes import client
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.crd import CRD_NAME, crd
 from multigpu_operator.api.server_rules import rules_enforced_since
-from support.jobs import SIM, JobEnv, job_manifest
+from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 TRUSTED = "the installed CRD's rules are the operator's since"
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def validations(operator: OperatorProcess) -> float:

@@ -21,15 +21,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.localcluster import gpu_node
+from cluster.node_manifests import gpu_node
 from support.events import list_events
-from support.jobs import SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
 # kwok's own knob: the pod stays in ContainerCreating this long (an image being pulled).
 HOLD = {"pod-ready.stage.kwok.x-k8s.io/delay": "1h"}
-RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def metric(operator: OperatorProcess, name: str, **labels: str) -> float:

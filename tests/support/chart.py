@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from cluster.localcluster import LocalCluster, Tools
+from cluster.localcluster import LocalCluster
+from cluster.tools import Tools
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts/multigpu-operator"

@@ -13,6 +13,8 @@ from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.waiting import wait_for
 
 SIM = "sim.multigpu.dev"
+# A simulated pod that runs past any test's end: the job stays Running while it checks.
+RUN_LONG = {f"{SIM}/succeed-after": "600s"}
 
 
 def job_manifest(
@@ -32,7 +34,7 @@ def job_manifest(
         "spec": {"containers": [{"name": "trainer", "image": "trainer:test"}]}
     }
     if annotations:
-        template["metadata"] = {"annotations": annotations}
+        template["metadata"] = {"annotations": dict(annotations)}  # a copy: callers share constants
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = labels

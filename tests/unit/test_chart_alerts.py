@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.localcluster import Tools, build_tools
+from cluster.tools import Tools, build_tools
 from support.chart import ALL_ENABLED_VALUES, CHART, only, render
 from support.promql import check_rules
 

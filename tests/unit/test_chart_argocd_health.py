@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.localcluster import build_tools
+from cluster.tools import build_tools
 from support.argocd_health import ARGO_STATUSES, HEALTH_LUA, REPO, Health, health
 from support.lifecycle import JobRun, job_object
 

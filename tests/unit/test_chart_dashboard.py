@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.localcluster import Tools, build_tools
+from cluster.tools import Tools, build_tools
 from support.chart import CHART, only, render
 from support.promql import (
     as_recording_rules,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.localcluster import Tools, build_tools
+from cluster.tools import Tools, build_tools
 from multigpu_operator.cli import render as render_job
 from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only, render
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.localcluster import GPU_RESOURCE, cpu_node, gpu_node
+from cluster.node_manifests import GPU_RESOURCE, cpu_node, gpu_node
 
 STAGES = Path(__file__).parents[1] / "cluster" / "stages.yaml"
 
