@@ -1,9 +1,10 @@
 """`helm install` on the local cluster; the operator then runs with the chart's
 ServiceAccount token only, so the chart's RBAC is exactly what it is allowed to do.
 
-kwok cannot run containers, so the operator runs as a local process (as in `make demo`);
-the chart's Deployment pod is still created, admitted (Pod Security restricted) and run by
-kwok, and `helm test` runs its hook pod.
+The operator this test checks runs as a local process with that token, so its log and
+metrics can be read (`make demo` runs it as a pod on the real node instead); the chart's
+Deployment pod is still created, admitted (Pod Security restricted) and run by a kwok node,
+and `helm test` runs its hook pod.
 """
 
 from __future__ import annotations
