@@ -1,20 +1,42 @@
-"""What an operator process logged and counted that a reader would take for trouble."""
+"""What an operator process logged and counted that a reader would take for trouble.
+
+Lines are matched by their structure (kopf's format, the level in its own field, a
+traceback's first line as Python prints it), never by a word or number that a timestamp,
+a name or a message quoting a pod could hold by chance."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from support.operator_process import OperatorProcess
 
 # kopf's format: "[time] logger-name-cut-to-20 [LEVEL   ] message".
-_OUR_TROUBLE = re.compile(r"^\[[^]]*\] multigpu_operator\.\S*\s+\[(WARNING|ERROR|CRITICAL)")
+_RECORD = re.compile(r"^\[[^]]*\] (?P<logger>\S+)\s+\[(?P<level>[A-Z]+)\s*\] ")
+_TROUBLE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+# Python's first line of a traceback; indented and marked within an exception group's.
+_TRACEBACK = re.compile(r"^[ |+]*(Exception Group )?Traceback \(most recent call last\):")
+OURS = "multigpu_operator."
 
 
-def troubles(operator: OperatorProcess) -> list[str]:
+def troubles_in(lines: Iterable[str], loggers: str = OURS) -> list[str]:
+    """The warnings and errors of the loggers whose (cut) names start with `loggers` (""
+    for every logger, kopf's included), and the first line of every traceback."""
+    found = []
+    for line in lines:
+        record = _RECORD.match(line)
+        if record:
+            if record["level"] in _TROUBLE_LEVELS and record["logger"].startswith(loggers):
+                found.append(line)
+        elif _TRACEBACK.match(line):
+            found.append(line)
+    return found
+
+
+def troubles(operator: OperatorProcess, loggers: str = OURS) -> list[str]:
     """The operator's own warnings and errors, and every traceback, over its whole log
     (all the processes that wrote to it)."""
-    lines = operator.log_path.read_text(errors="replace").splitlines()
-    return [line for line in lines if _OUR_TROUBLE.match(line) or "Traceback" in line]
+    return troubles_in(operator.log_path.read_text(errors="replace").splitlines(), loggers)
 
 
 def reconcile_errors(operator: OperatorProcess) -> float:
