@@ -124,13 +124,22 @@ def test_every_model_fits_every_sample_shape(shape: tuple[int, ...], kind: str) 
     ("sizes", "stages", "expected"),
     [
         ([10, 10, 10, 10], 2, [0, 2]),
-        ([100, 0, 0, 1, 1], 2, [0, 1]),
+        # Parameter-free layers stay with the layer before them.
+        ([100, 0, 0, 1, 1], 2, [0, 3]),
+        ([100, 0, 0, 1, 1], 3, [0, 3, 4]),
         ([1, 1, 1], 3, [0, 1, 2]),
-        ([0, 0, 50, 0, 50, 0], 3, [0, 3, 5]),
+        ([0, 0, 50, 0, 50, 0], 2, [0, 4]),
+        # The default CNN's layers, in 4 stages: once a stage of ReLU alone.
+        ([320, 0, 18496, 0, 0, 0, 131200, 0, 1290], 4, [0, 2, 6, 8]),
     ],
 )
 def test_stage_boundaries(sizes: list[int], stages: int, expected: list[int]) -> None:
     assert boundaries(sizes, stages) == expected
+
+
+def test_more_stages_than_layers_with_parameters_is_a_setup_error() -> None:
+    with pytest.raises(SetupError, match="6 layers, 2 of them with parameters, into 3"):
+        boundaries([0, 0, 50, 0, 50, 0], 3)
 
 
 def test_stages_keep_the_whole_models_names() -> None:
@@ -138,5 +147,32 @@ def test_stages_keep_the_whole_models_names() -> None:
     parts = split(whole, 3)
     names = [n for part in parts for n in part.state_dict()]
     assert names == list(whole.state_dict())
-    with pytest.raises(SetupError, match="cannot cut a model of 9 layers into 10"):
+    with pytest.raises(SetupError, match="9 layers, 4 of them with parameters, into 10"):
         split(whole, 10)
+
+
+# Every built-in model, as the trainer and gpu-check build them: (config, sample shape).
+BUILT_IN_MODELS = {
+    "cnn-digits": (TrainConfig(model="cnn"), (1, 8, 8)),
+    "cnn-rgb": (TrainConfig(model="cnn"), (3, 32, 32)),
+    "transformer-default": (TrainConfig(model="transformer"), (3, 32, 32)),
+    "transformer-8-layers": (TrainConfig(model="transformer", transformer_layers=8), (3, 32, 32)),
+}
+
+
+@pytest.mark.parametrize("stages", range(2, 11))
+@pytest.mark.parametrize("name", BUILT_IN_MODELS)
+def test_every_stage_of_a_built_in_model_has_parameters(name: str, stages: int) -> None:
+    """Each stage can have an optimizer; beyond that, a setup error naming the numbers."""
+    cfg, shape = BUILT_IN_MODELS[name]
+    whole = models.build(cfg, shape, 10)
+    layers_with_params = sum(1 for layer in whole if any(True for _ in layer.parameters()))
+    if stages > layers_with_params:
+        with pytest.raises(SetupError, match=f"{layers_with_params} of them with parameters"):
+            split(whole, stages)
+        return
+    parts = split(whole, stages)
+    assert len(parts) == stages
+    for part in parts:
+        torch.optim.Adam(part.parameters())  # raises on an empty parameter list
+    assert [n for part in parts for n in part.state_dict()] == list(whole.state_dict())

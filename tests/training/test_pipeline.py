@@ -91,3 +91,13 @@ def test_two_rank_pipeline_trains_and_resumes(tmp_path: Path) -> None:
     for done in again:
         assert "resumed from epoch 3" in done.check().output
     assert again[1].floats(r"epoch (\d)/4 done") == [4.0]
+
+
+def test_four_rank_pipeline_under_torchrun_trains_the_cnn(tmp_path: Path) -> None:
+    """The default CNN in 4 stages: a cut that once left a stage of a ReLU alone, whose
+    empty optimizer crashed every rank."""
+    args = ["--standalone", "--nproc-per-node", "4", "-m", "multigpu_train.pipeline"]
+    flags = ["--epochs", "1", "--steps-per-epoch", "10", "--checkpoint-dir", str(tmp_path)]
+    done = procs.run("torch.distributed.run", [*args, *flags], procs.clean_env(), 180).check()
+    assert "final test_accuracy=" in done.output
+    assert "checkpoint saved" in done.output

@@ -51,12 +51,13 @@ def train_distributed(s: Started) -> float:
     """One stage per rank; this rank trains only its own."""
     cfg, world = s.cfg, s.world
     dist_pipeline.check(cfg, world.world_size)
+    # Cut before joining: a model with too few layers for the ranks fails on every rank.
+    model = models.build(cfg, s.data.sample_shape, s.data.classes)
+    stage = dist_pipeline.own_stage(model, world.rank, world.world_size, s.device)
     barrier = distributed.init_process_group(
         world, s.backend, s.device, cfg.init_timeout, cfg.checkpoint_timeout
     )
     try:
-        model = models.build(cfg, s.data.sample_shape, s.data.classes)
-        stage = dist_pipeline.own_stage(model, world.rank, world.world_size, s.device)
         # The stages' fp16 scalers decide together whether a step overflowed.
         precision = Precision(cfg.precision, s.device.type, shared_by=dist.group.WORLD)
         step = dist_pipeline.ScheduleStep(
