@@ -84,6 +84,7 @@ class Controller:
             metrics.QUEUE_WAIT.observe,
         )
         metrics.QUEUE_DEPTH.set_function(lambda: len(self.queue))
+        metrics.ACTIVE_WORKERS.set_function(self.queue.active)
         self._clock = clock  # the time decisions and timestamps are made at
         # Our CRD's generation and when this operator first saw it (api/server_rules.py).
         self._crd_seen: tuple[Any, datetime] | None = None
@@ -167,6 +168,7 @@ class Controller:
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
+            metrics.job_forgotten(*key)
             self.status.forget(key)
             self.queue.discard(key)
 
@@ -179,7 +181,7 @@ class Controller:
             await self.kueue.informer.synced()
         while True:
             key = await self.queue.get()
-            start = time.perf_counter()
+            start, began = time.perf_counter(), self._clock().timestamp()
             try:
                 await self.reconcile(key)
             except asyncio.CancelledError:
@@ -208,6 +210,8 @@ class Controller:
                 self.queue.forget(key)
             finally:
                 metrics.RECONCILE_DURATION.observe(time.perf_counter() - start)
+                if key in self.jobs:  # not a job forgotten meanwhile
+                    metrics.job_reconciled(*key, began)
                 self.queue.done(key)
 
     async def reconcile(self, key: JobKey) -> None:

@@ -12,7 +12,7 @@ import logging
 import time
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +59,15 @@ QUEUE_WAIT = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
 QUEUE_DEPTH = Gauge("mgj_workqueue_depth", "Jobs waiting in the work queue for a worker")
+# controller-runtime's controller_runtime_active_workers: with an empty queue, 0 means idle.
+ACTIVE_WORKERS = Gauge("mgj_active_workers", "Workers reconciling a job now")
+# When the operator last looked at a job: a pass begun after a change has seen it. One
+# series per job, gone with the job (like mgj_job_info).
+JOB_LAST_RECONCILE = Gauge(
+    "mgj_job_last_reconcile_timestamp_seconds",
+    "When the last finished reconcile pass of a job began (Unix time)",
+    ["namespace", "job"],
+)
 RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
 SPEC_VALIDATIONS = Counter(
     "mgj_spec_validations_total",
@@ -97,6 +106,15 @@ def api_request(verb: str, resource: str) -> Iterator[None]:
         yield
     finally:
         API_REQUEST_DURATION.labels(verb, resource).observe(time.perf_counter() - start)
+
+
+def job_reconciled(namespace: str, name: str, began: float) -> None:
+    JOB_LAST_RECONCILE.labels(namespace, name).set(began)
+
+
+def job_forgotten(namespace: str, name: str) -> None:
+    with suppress(KeyError):  # never reconciled
+        JOB_LAST_RECONCILE.remove(namespace, name)
 
 
 # Why this replica is not ready, or None when it is (a leader or a healthy standby).

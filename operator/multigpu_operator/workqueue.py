@@ -50,6 +50,10 @@ class WorkQueue(Generic[K]):
         """Keys waiting to be handed out."""
         return len(self._queued)
 
+    def active(self) -> int:
+        """Keys handed out and not done yet."""
+        return len(self._active)
+
     def add(self, key: K) -> None:
         if key in self._active:
             self._dirty.add(key)

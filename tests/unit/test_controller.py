@@ -9,9 +9,10 @@ import asyncio
 import itertools
 
 import pytest
+from prometheus_client import REGISTRY
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict, Invalid
-from support.controller_run import ddp_spec, running_controller
+from support.controller_run import T0, ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
@@ -170,6 +171,30 @@ async def test_deleting_a_job_cancels_its_timer() -> None:
         before = methods(cluster)
         await asyncio.sleep(60)
         assert methods(cluster) == before  # no pass at the deadline
+
+
+def last_pass(key: tuple[str, str] = KEY) -> float | None:
+    labels = {"namespace": key[0], "job": key[1]}
+    return REGISTRY.get_sample_value("mgj_job_last_reconcile_timestamp_seconds", labels)
+
+
+async def test_a_job_shows_when_its_last_pass_began_until_it_is_deleted() -> None:
+    # What a test waits for to know the operator has looked at a job since a change.
+    cluster = FakeCluster()
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(1)
+        first = last_pass()
+        assert first is not None
+        assert T0.timestamp() <= first < T0.timestamp() + 1
+        await asyncio.sleep(10)
+        cluster.set_phase("train-0", "Running")  # a pass, 11 s after the first
+        await asyncio.sleep(1)
+        assert last_pass() == pytest.approx(first + 11, abs=0.5)
+        assert REGISTRY.get_sample_value("mgj_active_workers") == 0
+        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        await asyncio.sleep(1)
+        assert last_pass() is None
 
 
 async def test_changes_during_a_pass_make_exactly_one_more_pass() -> None:
