@@ -20,8 +20,9 @@ heartbeats) is read before the first phase. `--direct` adds a third client that 
 operator's own objects for each job itself, in the operator's order: meant to tell the
 operator's own share of the wait from what the job's objects cost the cluster, though as
 the run's last phase, sending every job at once, it also measures its own burst and the
-cluster's state (docs/benchmarks.md, "Fourth round"). `--fresh` stops the local
-cluster and starts a new one first (a cluster reused across large runs grows slower).
+cluster's state (docs/benchmarks.md, "What a job costs the control plane"). `--fresh`
+stops the local cluster and starts a new one first (a cluster reused across large runs
+grows slower).
 
 A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
 print as soon as its phase ends, the full report with the ratios at the very end; a line
