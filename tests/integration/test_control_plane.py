@@ -11,9 +11,11 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
@@ -214,6 +216,19 @@ def quiet_count(read: Callable[[], float], quiet_s: float = 3, timeout_s: float 
     return value
 
 
+def longest_delete_delay_ms() -> int:
+    """The longest fixed delay of kwok's stages that delete a pod (tests/cluster/stages.yaml)."""
+    stages = yaml.safe_load_all((Path(__file__).parents[1] / "cluster/stages.yaml").read_text())
+    return max(
+        int(stage["spec"]["delay"]["durationMilliseconds"])
+        for stage in stages
+        if stage
+        and stage["spec"]["resourceRef"]["kind"] == "Pod"
+        and stage["spec"]["next"].get("delete")
+        and "durationMilliseconds" in (stage["spec"].get("delay") or {})
+    )
+
+
 def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
     local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
 ) -> None:
@@ -229,7 +244,12 @@ def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
     wait_for(lambda: not core.list_namespaced_pod(namespace).items, "old pod gone")
     core.create_namespaced_pod(namespace, pod_manifest("same"))
     wait_for(lambda: pod_phase(core, namespace, "same") == "Running", "new pod Running")
-    time.sleep(2)
+    # kwok's stages share one queue ordered by when they are due: a pod that exits after
+    # the longest delay of a delete stage, queued after the old pod was gone, exits only
+    # after every delete kwok could have queued for the old pod was done.
+    later = {"sim.multigpu.dev/succeed-after": f"{longest_delete_delay_ms()}ms"}
+    core.create_namespaced_pod(namespace, pod_manifest("later", annotations=later))
+    wait_for(lambda: pod_phase(core, namespace, "later") == "Succeeded", "kwok past those")
 
     assert read_pod(core, namespace, "same").metadata.deletion_timestamp is None
     assert pod_deletes_not_found(local_cluster) == not_found_before

@@ -9,6 +9,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest, read_job
+from support.operator_looks import looked_at
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -79,7 +80,7 @@ def test_clean_pod_policy_leaves_exactly_the_promised_pods(
         return {p.metadata.name for p in jobs.pods("clean")} == left
 
     wait_for(settled, f"pods left by {policy}")
-    time.sleep(2)  # and nothing more goes afterwards
+    looked_at(operator, jobs, "clean")  # and nothing more goes afterwards
     assert {p.metadata.name for p in jobs.pods("clean")} == left
 
 
@@ -123,7 +124,7 @@ def test_a_job_larger_than_the_cluster_times_out_and_releases_its_pods(
     assert "released its pods" in message
     assert status["phase"] == "Pending"
     wait_for(lambda: not jobs.pods("huge"), "no pods held")
-    time.sleep(3)
+    looked_at(operator, jobs, "huge")  # and none created again before requeueAfterSeconds
     assert not jobs.pods("huge")
 
 
@@ -140,7 +141,9 @@ def test_pods_held_by_a_scheduling_gate_wait_without_timing_out(
     manifest["spec"]["template"]["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
     jobs.apply(manifest)
     wait_for(lambda: len(jobs.pods("queued")) == 2, "pods created")
-    time.sleep(4)
+    # A pass past the gang timeout (the pods were created before now; the status's
+    # timestamps have whole seconds) finds the gated pods still waiting.
+    looked_at(operator, jobs, "queued", after=time.time() + 2 + 1)
     status = jobs.status("queued")
     assert status["phase"] == "Pending"
     assert condition(status, "Scheduled")["reason"] == "SchedulingGated"

@@ -3,12 +3,11 @@ nothing from this operator, and the field cannot change once the job exists."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from support.jobs import JobEnv, job_manifest
+from support.operator_looks import looked_at
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -21,7 +20,7 @@ def test_a_job_managed_by_another_controller_gets_no_pods_and_no_status(
     jobs.apply(job_manifest("theirs", managedBy="example.com/other-controller"))
     jobs.apply(job_manifest("ours"))
     wait_for(lambda: len(jobs.pods("ours")) == 2, "our job's pods")
-    time.sleep(2)  # the operator saw both jobs before "ours" got its pods
+    looked_at(operator, jobs, "theirs")
     assert jobs.pods("theirs") == []
     assert jobs.status("theirs") == {}
 

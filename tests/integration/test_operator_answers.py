@@ -17,6 +17,7 @@ from cluster.localcluster import LocalCluster
 from support.events import list_events
 from support.jobs import RUN_LONG, JobEnv, condition, job_manifest
 from support.operator_log import assert_calm
+from support.operator_looks import idle
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -183,8 +184,8 @@ def test_jobs_deleted_while_they_are_reconciled_leave_nothing_alarming(
         return not pods and not services
 
     wait_for(collected, "every child garbage-collected", timeout=60)
-    time.sleep(2)  # the passes the deletions woke have run
-    assert "mgj_job_info{" not in operator.metrics()
+    # Every job forgotten, the passes the deletions woke have run.
+    wait_for(lambda: idle(operator, jobs.namespace), "the operator idle, its caches empty")
     assert_calm(operator)
 
 

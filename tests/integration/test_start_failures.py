@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cluster.node_manifests import gpu_node
 from support.events import list_events
 from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
+from support.operator_looks import looked_at
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
@@ -174,7 +175,9 @@ def test_with_on_timeout_wait_the_job_waits_and_runs_once_the_image_is_there(
     containers_created(jobs, "patient", 2)
     set_waiting(jobs, "patient-0", "ImagePullBackOff", PULL)
     wait_for(lambda: jobs.status("patient").get("reason") == "ImagePullBackOff", "reported")
-    time.sleep(3)  # well past timeoutSeconds
+    # A pass past timeoutSeconds (the timer started before the report; the status's
+    # timestamps have whole seconds) finds the job still waiting.
+    looked_at(operator, jobs, "patient", after=time.time() + 1 + 1)
     status = jobs.status("patient")
     assert status["phase"] == "Pending"
     assert (
