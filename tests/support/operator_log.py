@@ -39,6 +39,14 @@ def troubles(operator: OperatorProcess, loggers: str = OURS) -> list[str]:
     return troubles_in(operator.log_path.read_text(errors="replace").splitlines(), loggers)
 
 
+def refusals(operator: OperatorProcess) -> list[str]:
+    """The operator's warnings and errors, and kopf's about its permissions (a watch or
+    list refused): what an API server's 403 answer leaves in the log. (kopf's others, a
+    request retried on a busy machine, say nothing about RBAC.)"""
+    kopf = troubles(operator, loggers="kopf.")
+    return troubles(operator) + [line for line in kopf if "permissions" in line]
+
+
 def reconcile_errors(operator: OperatorProcess) -> float:
     """mgj_reconcile_errors_total of the running process."""
     for line in operator.metrics().splitlines():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.operator_log import assert_calm, troubles, troubles_in
+from support.operator_log import assert_calm, refusals, troubles, troubles_in
 from support.operator_process import OperatorProcess
 
 T = "[2026-11-22 02:05:47,403]"
@@ -23,6 +23,7 @@ CRITICAL = f"{T} multigpu_operator.el [CRITICAL] the Lease is gone"
 TRACEBACK = "Traceback (most recent call last):"
 GROUP_TRACEBACK = "  + Exception Group Traceback (most recent call last):"
 KOPF_WARNING = f"{T} kopf._core.reactor [WARNING ] Not enough permissions to watch for pods"
+KOPF_RETRY = f"{T} kopf._cogs.clients [ERROR   ] Request attempt 1 failed; will retry: GET"
 # Calm: what a timestamp, a job or a pod's own message can put into an INFO line.
 CALM = [
     f"{T} kopf.activities.pro [INFO    ] Activity 'podWatchAgeSeconds' succeeded.",
@@ -93,6 +94,11 @@ def test_assert_calm_fires_on_a_trouble_line(operator: OperatorProcess, line: st
     assert troubles(operator) == [line]
     with pytest.raises(AssertionError):
         assert_calm(operator)
+
+
+def test_refusals_are_ours_and_kopfs_about_permissions(operator: OperatorProcess) -> None:
+    operator.log_path.write_text("\n".join([*CALM, KOPF_RETRY, KOPF_WARNING, ERROR]) + "\n")
+    assert refusals(operator) == [ERROR, KOPF_WARNING]
 
 
 def test_assert_calm_fires_on_a_counted_reconcile_error(operator: OperatorProcess) -> None:
