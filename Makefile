@@ -85,9 +85,18 @@ demo:
 	$(BIN)/python tests/cluster/demo.py
 
 # Not part of `make test`: it needs NVIDIA GPUs (without one it says so and exits 2).
+# No venv and no download: the first of GPU_CHECK_PYTHON, .venv's python, python3 that
+# imports torch runs the package from the source tree (any python >= 3.10, offline).
+# GPU_CHECK_ARGS passes options, e.g. GPU_CHECK_ARGS="--report gpu-check.json".
 .PHONY: gpu-check
-gpu-check: venv
-	$(BIN)/python -m multigpu_train.gpu_check
+gpu-check:
+	@for py in $(GPU_CHECK_PYTHON) $(BIN)/python python3; do \
+	  if command -v $$py >/dev/null && $$py -c 'import torch' 2>/dev/null; then \
+	    echo "gpu-check: $$py with torch from $$($$py -c 'import torch; print(torch.__version__)')"; \
+	    PYTHONPATH=images/trainer$${PYTHONPATH:+:$$PYTHONPATH} exec $$py -m multigpu_train.gpu_check $(GPU_CHECK_ARGS); \
+	  fi; \
+	done; \
+	echo "gpu-check: no python with torch found (set GPU_CHECK_PYTHON, or make venv)" >&2; exit 2
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

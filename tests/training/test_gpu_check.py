@@ -6,20 +6,25 @@ the arithmetic of the figures, and the measurements on CPU stand-ins for two GPU
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from multigpu_train.gpu_check import machine, measure, runs
-from multigpu_train.gpu_check.__main__ import Report, figures
+from multigpu_train import devices, driver
+from multigpu_train.errors import SetupError
+from multigpu_train.gpu_check import figures, machine, measure, runs
+from multigpu_train.gpu_check.report import Report
 from training import procs
 
 
-def test_without_a_gpu_it_says_so_and_exits_2() -> None:
+def test_without_a_gpu_it_prints_its_plan_says_so_and_exits_2(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "multigpu_train.gpu_check"],
+        [sys.executable, "-m", "multigpu_train.gpu_check", "--report", str(report)],
         env=procs.clean_env({"CUDA_VISIBLE_DEVICES": ""}),
         capture_output=True,
         text=True,
@@ -27,9 +32,79 @@ def test_without_a_gpu_it_says_so_and_exits_2() -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert "gpu-check: no CUDA GPU is visible" in done.stderr
+    assert "gpu-check: no GPU: no CUDA GPU is visible" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
-    assert done.stdout == ""
+    assert f"plan: torch {torch.__version__}" in done.stdout
+    assert "plan: devices: no CUDA GPU visible" in done.stdout
+    written = json.loads(report.read_text())
+    assert written["exit_status"] == 2
+    assert written["entries"][-1]["kind"] == "error"
+
+
+def test_make_gpu_check_uses_an_installed_torch_without_a_download() -> None:
+    """The Makefile target runs the package from the source tree with the first python
+    that imports torch: no venv is made, nothing is downloaded."""
+    done = subprocess.run(
+        ["make", "--no-print-directory", "gpu-check", f"GPU_CHECK_PYTHON={sys.executable}"],
+        cwd=procs.TESTS_DIR.parent,
+        env=procs.clean_env({"CUDA_VISIBLE_DEVICES": "", "PIP_NO_INDEX": "1"}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"gpu-check: {sys.executable} with torch from {torch.__version__}" in done.stdout
+    assert "plan: multigpu_train from" in done.stdout
+    assert "no GPU" in done.stderr
+    assert "pip" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("driver_version", "cuda", "expected"),
+    [
+        ("580.65.06", "13.0", None),
+        ("575.51.03", "13.0", "needs driver >= 580: use the CUDA 12 variant"),
+        ("535.247.01", "13.0", "needs driver >= 580: use the CUDA 12 variant"),
+        ("535.247.01", "12.6", None),
+        ("525.60.13", "12.8", None),
+        ("470.256.02", "12.6", "needs driver >= 525: no trainer image runs on it"),
+        ("470.256.02", "13.0", "needs driver >= 580: no trainer image runs on it"),
+        # No driver, or a CPU-only torch: "no GPU", not "too old".
+        (None, "13.0", None),
+        ("470.256.02", None, None),
+    ],
+)
+def test_a_driver_too_old_for_the_torch_build(
+    driver_version: str | None, cuda: str | None, expected: str | None
+) -> None:
+    found = driver.too_old(driver_version, cuda)
+    if expected is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert expected in found
+        assert f"the NVIDIA driver {driver_version} is too old" in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 06:55:00 UTC 2025",
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build",
+    ],
+)
+def test_driver_version_from_the_kernel_module(text: str) -> None:
+    assert driver.parse_proc_version(text + "\nGCC version: gcc 12\n") == "580.65.06"
+
+
+def test_the_trainers_start_up_error_names_a_too_old_driver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(driver, "installed_version", lambda: "535.247.01")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(SetupError, match=r"MGJ_GPUS_PER_REPLICA=1 but the NVIDIA driver 535"):
+        devices.select_devices("auto", {"MGJ_GPUS_PER_REPLICA": "1"}, cuda_count=0)
 
 
 def test_nvidia_smi_rows_are_read() -> None:
@@ -55,14 +130,22 @@ def test_nvidia_smi_rows_are_read() -> None:
     [
         ("NVIDIA H100 80GB HBM3", 989.0),
         ("NVIDIA H100 PCIe", 756.0),
+        ("NVIDIA H100 NVL", 835.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA H200 NVL", 835.0),
+        ("NVIDIA GB200", 2500.0),
+        ("NVIDIA B200", 2250.0),
         ("NVIDIA A100-SXM4-80GB", 312.0),
         ("NVIDIA A10G", 70.0),
         ("NVIDIA L40S", 362.0),
+        ("NVIDIA L40", 181.0),
         ("NVIDIA L4", 121.0),
-        ("Tesla V100-SXM2-16GB", None),
+        ("Tesla T4", 65.0),
+        ("Tesla V100-SXM2-16GB", 125.0),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", None),
     ],
 )
-def test_peak_of_a_card(name: str, peak: float | None) -> None:
+def test_peak_of_a_card_by_its_exact_name(name: str, peak: float | None) -> None:
     assert measure.peak_tflops(name) == peak
 
 
@@ -77,30 +160,53 @@ def test_runs_follow_the_devices() -> None:
     assert one == [
         "DDP under torchrun, 1 process",
         "DDP, fp16 with its gradient scaler",
+        "DDP, 2 data-loader workers, pinned memory",
         "DataParallel over 1 device(s)",
+        "DataParallel over 1 device(s), fp16 autocast",
         "pipeline in one process, 2 stages",
     ]
-    four = runs.technique_runs(runs.Target("cuda", 4, bf16=True))
-    names = [r.name for r in four]
+    eight = runs.technique_runs(runs.Target("cuda", 8, bf16=True))
+    names = [r.name for r in eight]
     assert names[1] == "DDP, bf16"
-    assert names[-2:] == ["DDP under torchrun, 4 processes", "pipeline across 4 ranks, 1F1B"]
-    pipeline = four[-1].command
-    assert "--nproc-per-node=4" in pipeline
-    assert pipeline[pipeline.index("--micro-batches") + 1] == "4"
-    assert int(pipeline[pipeline.index("--batch-size") + 1]) % 4 == 0
+    assert "DataParallel over 8 device(s), bf16 autocast" in names
+    assert names[-3:] == [
+        "DDP under torchrun, 8 processes",
+        "pipeline across 8 ranks, 1F1B",
+        "pipeline across 8 ranks, fp16, checkpoints on",
+    ]
+    pipeline = eight[-2].command
+    assert "--nproc-per-node=8" in pipeline
+    assert pipeline[pipeline.index("--micro-batches") + 1] == "8"
+    assert int(pipeline[pipeline.index("--batch-size") + 1]) % 8 == 0
+    assert eight[-1].checkpoints
+    assert "fp16" in eight[-1].command
+
+
+def test_one_gpu_says_what_it_skips_and_why() -> None:
+    one = runs.Target("cuda", 1, bf16=True)
+    assert figures.labels(one) == [
+        "ratio DDP on 1 GPU / plain loop, bf16",
+        "MFU transformer, bf16",
+    ]
+    skipped = dict(figures.skipped(one))
+    assert "NCCL all-reduce bus bandwidth" in skipped
+    assert all("one GPU cannot host two NCCL ranks" in why for why in skipped.values())
+    assert figures.skipped(runs.Target("cuda", 2, bf16=True)) == []
+    # Before compute capability 8.0 bf16 is emulated: its utilisation would mislead.
+    assert figures.labels(runs.Target("cuda", 1, bf16=False))[-1] == "MFU transformer, fp16"
 
 
 def test_figures_on_two_cpu_stand_ins(capsys: pytest.CaptureFixture[str]) -> None:
     report = Report()
     threads = torch.get_num_threads()
     try:
-        figures(report, runs.Target("cpu", 2, bf16=True), peak_given=1.0)
+        figures.measure_all(report, runs.Target("cpu", 2, bf16=True), peak_given=1.0)
     finally:
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
     assert report.failed == 0, out
     for label in (
-        "ratio DDP on 1 CPU process / plain loop",
+        "ratio DDP on 1 CPU process / plain loop, bf16",
         "ratio DataParallel / DDP, 2 CPU processes",
         "all-reduce bus bandwidth",
         "MFU transformer, bf16",

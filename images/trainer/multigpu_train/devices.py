@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
+from multigpu_train import driver
 from multigpu_train.errors import SetupError
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,11 @@ def gpus_requested(environ: Mapping[str, str]) -> int:
     return gpus
 
 
-def _no_cuda_message(requested: int) -> str:
+def _no_cuda_message(requested: int, driver_problem: str | None = None) -> str:
     asked = f"MGJ_GPUS_PER_REPLICA={requested}" if requested else "--device cuda"
+    if driver_problem is not None:
+        # Not "no GPU": the GPU is there, and this image's CUDA cannot use its driver.
+        return f"{asked} but {driver_problem}"
     return (
         f"{asked} but no CUDA device is visible to this process "
         f"(torch {torch.__version__}, CUDA build {torch.version.cuda}): check the node's "
@@ -52,7 +56,7 @@ def select_devices(
     wanted = gpus_requested(environ)
     if count == 0:
         if requested == "cuda" or wanted > 0:
-            raise SetupError(_no_cuda_message(wanted))
+            raise SetupError(_no_cuda_message(wanted, driver.diagnose()))
         return [torch.device("cpu")]
     return [torch.device("cuda", i) for i in range(count)]
 

@@ -1,27 +1,35 @@
-"""python -m multigpu_train.gpu_check: the machine, every technique, the figures.
+"""python -m multigpu_train.gpu_check: the plan, the machine, every technique, the figures.
 
 Exit status: 0 when every run and measurement worked (a ratio under its goal is
 reported, not failed: one run on a shared machine is not a verdict), 1 when something
-failed, 2 when there is no GPU to check.
+failed, 2 when there is no GPU to check, 3 when there is a GPU but its driver is too
+old for this torch's CUDA (driver.py says which image variant fits it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 
-from multigpu_train.gpu_check import machine, measure, runs
+import multigpu_train
+from multigpu_train import driver
+from multigpu_train.gpu_check import figures, machine, runs
+from multigpu_train.gpu_check.report import Report
+
+REPORT_ENV = "MGJ_GPU_CHECK_REPORT"
+NO_GPU, DRIVER_TOO_OLD = 2, 3
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m multigpu_train.gpu_check",
         description="Check a GPU machine: its versions, every training technique, DDP's "
-        "overhead, DataParallel against DDP, bf16 FLOPs utilisation, NCCL bandwidth.",
+        "overhead, DataParallel against DDP, FLOPs utilisation, NCCL bandwidth.",
     )
     parser.add_argument(
         "--cpu",
@@ -34,24 +42,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--peak-tflops",
         type=float,
         default=0.0,
-        help="the card's dense bf16 peak, for a card the script does not know",
+        help="the card's dense bf16 (fp16 below compute capability 8.0) peak, for a card "
+        "the script does not know",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=os.environ.get(REPORT_ENV) or None,
+        metavar="PATH",
+        help=f"also write every line and figure as JSON to PATH (default ${REPORT_ENV}); "
+        "rewritten after each step, so a run cut short leaves what it did",
     )
     return parser.parse_args(argv)
-
-
-def no_gpu() -> int:
-    print(
-        f"gpu-check: no CUDA GPU is visible (torch {torch.__version__}, CUDA build "
-        f"{torch.version.cuda or 'none'}; {_driver_hint()}). Run it on a machine with "
-        "NVIDIA GPUs and their driver, or with --cpu N to try the script on the CPU.",
-        file=sys.stderr,
-    )
-    return 2
-
-
-def _driver_hint() -> str:
-    found = machine.nvidia_smi()
-    return found if isinstance(found, str) else f"nvidia-smi lists {len(found)} GPU(s)"
 
 
 def target_of(args: argparse.Namespace) -> runs.Target | None:
@@ -64,100 +66,73 @@ def target_of(args: argparse.Namespace) -> runs.Target | None:
     return runs.Target("cuda", count, bf16)
 
 
-def show(label: str, text: str) -> None:
-    print(f"{label:<48} {text}", flush=True)
+def plan(target: runs.Target | None, report_path: Path | None) -> list[str]:
+    """What this run uses and will do, printed before anything is measured."""
+    package = Path(multigpu_train.__file__).parent
+    lines = [
+        f"python {sys.version.split()[0]} ({sys.executable})",
+        f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'} "
+        f"({Path(torch.__file__).parent})",
+        f"multigpu_train from {package}",
+        f"report: {report_path or f'none (--report PATH or {REPORT_ENV})'}",
+    ]
+    if target is None:
+        return [*lines, "devices: no CUDA GPU visible; nothing to run"]
+    unit = "GPU(s)" if target.device_type == "cuda" else "CPU stand-in process(es)"
+    lines.append(f"devices: {target.count} {unit}")
+    lines += [f"run: {spec.name}" for spec in runs.technique_runs(target)]
+    lines += [f"run: {name}" for name in runs.EXTRA_RUNS]
+    lines += [f"figure: {label}" for label in figures.labels(target)]
+    lines += [f"skip: {name}: {why}" for name, why in figures.skipped(target)]
+    return lines
 
 
-class Report:
-    """Prints as it goes and remembers whether anything failed."""
-
-    def __init__(self) -> None:
-        self.failed = 0
-
-    def run(self, outcome: runs.Outcome) -> None:
-        verdict = "ok" if outcome.ok else "FAILED"
-        show(f"run  {outcome.name}", f"{verdict} ({outcome.seconds:.0f} s) {outcome.detail}")
-        self.failed += not outcome.ok
-
-    def figure(self, label: str, measured: Callable[[], str]) -> None:
-        try:
-            show(label, measured())
-        except Exception:
-            show(label, "FAILED\n" + traceback.format_exc())
-            self.failed += 1
-
-
-def figures(report: Report, target: runs.Target, peak_given: float) -> None:
-    cuda = target.device_type == "cuda"
-    sizes = measure.GPU_SIZES if cuda else measure.CPU_SIZES
-    first = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    unit, units = ("GPU", "GPUs") if cuda else ("CPU process", "CPU processes")
-
-    def ddp_overhead() -> str:
-        plain, with_ddp = measure.ddp_against_plain(sizes, first, "nccl" if cuda else "gloo")
-        ratio = with_ddp / plain
-        goal = "met" if ratio >= measure.DDP_GOAL else "NOT met"
-        return (
-            f"{ratio:.3f} (goal >= {measure.DDP_GOAL}: {goal}; {with_ddp:.0f} vs "
-            f"{plain:.0f} samples/s)"
-        )
-
-    report.figure(f"ratio DDP on 1 {unit} / plain loop", ddp_overhead)
-    if target.count >= 2:
-        per_rank: list[measure.RankFigures] = []
-
-        def data_parallel_against_ddp() -> str:
-            per_rank.extend(measure.ddp_on_every_device(sizes, target.device_type, target.count))
-            ddp_rate = min(r.samples_per_second for r in per_rank) * target.count
-            dp_rate = measure.data_parallel(sizes, target.device_type, target.count)
-            return f"{dp_rate / ddp_rate:.3f} ({dp_rate:.0f} vs {ddp_rate:.0f} samples/s)"
-
-        def bus_bandwidth() -> str:
-            if not per_rank:
-                raise RuntimeError("the DDP processes did not run")
-            slowest = min(r.bus_bytes_per_second for r in per_rank)
-            size = sizes.allreduce_bytes / 2**20
-            backend = "NCCL" if cuda else "gloo"
-            return f"{slowest / 1e9:.1f} GB/s ({backend}, {target.count} ranks, {size:.0f} MiB)"
-
-        report.figure(
-            f"ratio DataParallel / DDP, {target.count} {units}", data_parallel_against_ddp
-        )
-        report.figure("all-reduce bus bandwidth", bus_bandwidth)
-
-    def flops_utilisation() -> str:
-        achieved, per_step = measure.model_flops_utilisation(sizes, first)
-        name = torch.cuda.get_device_name(first) if cuda else "CPU"
-        peak = peak_given or (measure.peak_tflops(name) if cuda else None)
-        measured = f"{achieved:.3g} TFLOP/s ({per_step / 1e9:.3g} GFLOP per step)"
-        if peak is None:
-            return f"{measured}; no peak known for {name}: pass --peak-tflops"
-        return f"{100 * achieved / peak:.1f} % of {peak:g} TFLOP/s; {measured}"
-
-    report.figure("MFU transformer, bf16", flops_utilisation)
+def no_gpu(report: Report) -> int:
+    problem = driver.diagnose()
+    if problem is not None:
+        report.fail_text(f"gpu-check: GPU found but unusable: {problem}")
+        report.finish(DRIVER_TOO_OLD)
+        return DRIVER_TOO_OLD
+    found = machine.nvidia_smi()
+    hint = found if isinstance(found, str) else f"nvidia-smi lists {len(found)} GPU(s)"
+    report.fail_text(
+        f"gpu-check: no GPU: no CUDA GPU is visible (torch {torch.__version__}, CUDA build "
+        f"{torch.version.cuda or 'none'}; {hint}). Run it on a machine with NVIDIA GPUs and "
+        "their driver, or with --cpu N to try the script on the CPU."
+    )
+    report.finish(NO_GPU)
+    return NO_GPU
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     target = target_of(args)
+    report = Report(args.report)
+    for line in plan(target, args.report):
+        report.line("plan", line)
     if target is None:
-        return no_gpu()
+        return no_gpu(report)
     if target.device_type == "cuda":
         for text in machine.describe(machine.nvidia_smi()):
-            print(text)
+            report.line("machine", text)
     else:
-        print(machine.versions())
-        print(
+        report.line("machine", machine.versions())
+        report.line(
+            "machine",
             f"CPU dry run: {target.count} CPU processes stand in for GPUs; "
-            "every figure below is a CPU figure"
+            "every figure below is a CPU figure",
         )
-    report = Report()
     for spec in runs.technique_runs(target):
         report.run(runs.run(spec))
     report.run(runs.resume_run(target))
-    figures(report, target, args.peak_tflops)
-    print(f"gpu-check: {'all passed' if not report.failed else f'{report.failed} FAILED'}")
-    return 1 if report.failed else 0
+    report.run(runs.elastic_run(target))
+    figures.measure_all(report, target, args.peak_tflops)
+    for name, why in figures.skipped(target):
+        report.skip(name, why)
+    status = 1 if report.failed else 0
+    report.line("result", f"gpu-check: {'all passed' if not status else f'{report.failed} FAILED'}")
+    report.finish(status)
+    return status
 
 
 if __name__ == "__main__":

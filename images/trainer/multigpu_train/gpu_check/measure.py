@@ -1,10 +1,12 @@
 """The figures of a GPU check, each measured in this run, through the trainer's own loop.
 
-- DDP on one device against a plain loop, same model and batches, alternated a few
-  times (the median of each): what DDP costs where it cannot gain. Goal: >= 0.97.
+- DDP on one device against a plain loop, same model (the FLOPs model) and batches,
+  alternated a few times (the median of each): what DDP costs where it cannot gain.
+  Goal: >= 0.97.
 - DataParallel over every device against DDP with one process per device.
-- Model FLOPs utilisation of the transformer in bf16: the FLOPs of a forward and
-  backward (torch's FlopCounterMode), times steps per second, over the card's peak.
+- Model FLOPs utilisation of the transformer in bf16 (fp16 on cards before compute
+  capability 8.0, where bf16 is emulated): the FLOPs of a forward and backward (torch's
+  FlopCounterMode), times steps per second, over the card's dense 16-bit peak.
 - NCCL all-reduce bus bandwidth, as nccl-tests reports it: bytes / time x 2(n-1)/n.
 """
 
@@ -31,21 +33,35 @@ from multigpu_train.steps import ForwardBackward
 from multigpu_train.trainer import Batch, Run, Trainer
 from multigpu_train.world import World
 
-# Dense bf16 tensor-core peaks from NVIDIA's data sheets (TFLOP/s, without sparsity),
-# matched in this order against the device name.
-PEAK_BF16_TFLOPS = (
-    ("H100 PCIe", 756.0),
-    ("H100 NVL", 835.0),
-    ("H100", 989.0),
-    ("H200", 989.0),
-    ("GH200", 989.0),
-    ("B200", 2250.0),
-    ("A100", 312.0),
-    ("L40S", 362.0),
-    ("A10G", 70.0),
-    ("A10", 125.0),
-    ("L4", 121.0),
-)
+# Dense 16-bit tensor-core peaks from NVIDIA's data sheets (TFLOP/s, without sparsity):
+# bf16, and fp16 for the cards without bf16 (T4, V100; equal to bf16 on the others). By
+# the exact name torch reports, less its "NVIDIA " or "Tesla " prefix: a substring match
+# took "H200 NVL" for an H200 and "L40" for an L4.
+PEAK_16BIT_TFLOPS = {
+    "H100 80GB HBM3": 989.0,
+    "H100 PCIe": 756.0,
+    "H100 NVL": 835.0,
+    "H200": 989.0,
+    "H200 NVL": 835.0,
+    "GH200 480GB": 989.0,
+    "GH200 144G HBM3e": 989.0,
+    "B200": 2250.0,
+    "GB200": 2500.0,
+    "A100-SXM4-40GB": 312.0,
+    "A100-SXM4-80GB": 312.0,
+    "A100-PCIE-40GB": 312.0,
+    "A100 80GB PCIe": 312.0,
+    "L40S": 362.0,
+    "L40": 181.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+    "A10": 125.0,
+    "T4": 65.0,
+    "V100-SXM2-16GB": 125.0,
+    "V100-SXM2-32GB": 125.0,
+    "V100-PCIE-16GB": 112.0,
+    "V100-PCIE-32GB": 112.0,
+}
 DDP_GOAL = 0.97
 
 
@@ -95,10 +111,11 @@ ONE_PROCESS = World(0, 1, 0, None, None, "gpu-check", "", 0, False)
 
 
 def peak_tflops(device_name: str) -> float | None:
-    for key, tflops in PEAK_BF16_TFLOPS:
-        if key in device_name:
-            return tflops
-    return None
+    """The card's dense 16-bit peak, or None for a name not in the table."""
+    name = device_name.strip()
+    for prefix in ("NVIDIA ", "Tesla "):
+        name = name.removeprefix(prefix)
+    return PEAK_16BIT_TFLOPS.get(name)
 
 
 def bus_bandwidth(nbytes: int, seconds_per_op: float, ranks: int) -> float:
@@ -135,37 +152,48 @@ def build(cfg: TrainConfig, device: torch.device) -> nn.Module:
     return models.build(cfg, cfg.synthetic_shape, cfg.classes).to(device)
 
 
-def ddp_against_plain(sizes: Sizes, device: torch.device, backend: str) -> tuple[float, float]:
-    """Samples/s of a plain loop and of DDP in a world of one, on ``device``."""
+def ddp_against_plain(
+    sizes: Sizes, device: torch.device, backend: str, precision: str = "bf16"
+) -> tuple[float, float]:
+    """Samples/s of a plain loop and of DDP in a world of one, on ``device``.
+
+    On the FLOPs model in ``precision``: a model whose step takes milliseconds of GPU
+    work, so the ratio measures DDP's hooks and bucket copies, not Python's launch
+    overhead of a tiny model (which DDP's extra Python would dominate).
+    """
+    cfg = sizes.flops_model
     distributed.init_process_group(ONE_PROCESS, backend, device, 300)
     try:
-        data = batches(sizes.model, device, sizes.warmup + sizes.steps, sizes.model.batch_size)
-        plain_model = build(sizes.model, device)
-        ddp_model = build(sizes.model, device)
-        wrapped = ddp.wrap(ddp_model, device, sizes.model)
+        data = batches(cfg, device, sizes.warmup + sizes.steps, cfg.batch_size)
+        plain_model = build(cfg, device)
+        ddp_model = build(cfg, device)
+        plain_precision = Precision(precision, device.type)
+        ddp_precision = Precision(precision, device.type)
+        plain_step = ForwardBackward(plain_precision.wrap(plain_model), precision=plain_precision)
+        forward = ddp_precision.wrap(ddp_model)
+        ddp_step = ForwardBackward(
+            ddp.wrap(forward, device, cfg), evaluate=forward, precision=ddp_precision
+        )
+        timed = replace(sizes, model=cfg)
         plain: list[float] = []
         with_ddp: list[float] = []
         # Alternated, so that a clock or thermal drift hits both alike.
         for _ in range(sizes.repeats):
-            plain.append(
-                samples_per_second(sizes, plain_model, ForwardBackward(plain_model), device, data)
-            )
-            with_ddp.append(
-                samples_per_second(
-                    sizes, ddp_model, ForwardBackward(wrapped, evaluate=ddp_model), device, data
-                )
-            )
+            plain.append(samples_per_second(timed, plain_model, plain_step, device, data))
+            with_ddp.append(samples_per_second(timed, ddp_model, ddp_step, device, data))
         return statistics.median(plain), statistics.median(with_ddp)
     finally:
         distributed.destroy_process_group()
 
 
-def model_flops_utilisation(sizes: Sizes, device: torch.device) -> tuple[float, float]:
-    """TFLOP/s achieved by the transformer in bf16, and its FLOPs per step (forward and
-    backward of one batch; the optimizer is not model FLOPs)."""
+def model_flops_utilisation(
+    sizes: Sizes, device: torch.device, precision_name: str = "bf16"
+) -> tuple[float, float]:
+    """TFLOP/s achieved by the transformer in ``precision_name``, and its FLOPs per step
+    (forward and backward of one batch; the optimizer is not model FLOPs)."""
     cfg = sizes.flops_model
     model = build(cfg, device)
-    precision = Precision("bf16", device.type)
+    precision = Precision(precision_name, device.type)
     step = ForwardBackward(precision.wrap(model), precision=precision)
     data = batches(cfg, device, sizes.warmup + sizes.steps, cfg.batch_size)
     with FlopCounterMode(display=False) as counter:

@@ -49,6 +49,8 @@ class Run:
     name: str
     command: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # Give it a fresh --checkpoint-dir: checkpoints on, as a job with a volume has them.
+    checkpoints: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,17 +94,33 @@ def flags(target: Target, *extra: str) -> list[str]:
 def technique_runs(target: Target) -> list[Run]:
     n, env = target.count, target.env
     ddp = ("multigpu_train.ddp", *flags(target))
+    half = "bf16" if target.bf16 else "fp16"
+    # Every stage needs a layer with parameters: 4 blocks give 8 such layers.
+    layers = ("--transformer-layers", str(max(4, n)))
     runs = [
         Run("DDP under torchrun, 1 process", torchrun(1, *ddp), env),
         Run("DDP, fp16 with its gradient scaler", python(*ddp, "--precision", "fp16"), env),
+        Run(
+            "DDP, 2 data-loader workers, pinned memory",
+            python(*ddp, "--data-workers", "2"),
+            env,
+        ),
         Run(
             f"DataParallel over {n} device(s)",
             python("multigpu_train.dp", *flags(target, "--batch-size", str(32 * n))),
             env,
         ),
         Run(
+            f"DataParallel over {n} device(s), {half} autocast",
+            python(
+                "multigpu_train.dp",
+                *flags(target, "--batch-size", str(32 * n), "--precision", half),
+            ),
+            env,
+        ),
+        Run(
             f"pipeline in one process, {max(n, 2)} stages",
-            python("multigpu_train.pipeline", *flags(target)),
+            python("multigpu_train.pipeline", *flags(target, *layers)),
             {**env, "MGJ_PIPELINE_STAGES": str(max(n, 2))},
         ),
     ]
@@ -111,13 +129,28 @@ def technique_runs(target: Target) -> list[Run]:
     if n >= 2:
         # 1F1B needs at least as many micro-batches as stages, each of the same size.
         batch = str(max(64 // n, 4) * n)
-        pipeline = flags(target, "--batch-size", batch, "--micro-batches", str(n))
+        pipeline = flags(target, "--batch-size", batch, "--micro-batches", str(n), *layers)
         runs += [
             Run(f"DDP under torchrun, {n} processes", torchrun(n, *ddp), env),
             Run(
                 f"pipeline across {n} ranks, 1F1B",
                 torchrun(n, "multigpu_train.pipeline", *pipeline),
                 {**env, "MGJ_PIPELINE_SCHEDULE": "1F1B"},
+            ),
+            # The stages' shared fp16 scaler and the checkpoint barrier beside NCCL.
+            Run(
+                f"pipeline across {n} ranks, fp16, checkpoints on",
+                torchrun(
+                    n,
+                    "multigpu_train.pipeline",
+                    *pipeline,
+                    "--precision",
+                    "fp16",
+                    "--checkpoint-every-steps",
+                    "10",
+                ),
+                env,
+                checkpoints=True,
             ),
         ]
     return runs
@@ -133,6 +166,10 @@ def tail(output: str, lines: int = 15) -> str:
 
 
 def run(spec: Run) -> Outcome:
+    if spec.checkpoints:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as directory:
+            command = [*spec.command, "--checkpoint-dir", directory]
+            return run(Run(spec.name, command, spec.env))
     started = time.monotonic()
     try:
         done = subprocess.run(
@@ -201,3 +238,62 @@ def resume_run(target: Target) -> Outcome:
             name, False, seconds, f"not resumed at sample {position}\n{tail(again.output)}"
         )
     return Outcome(name, True, seconds, f"killed after sample {position}, resumed there")
+
+
+# Runs besides technique_runs, in the order main() makes them.
+EXTRA_RUNS = (
+    "resume mid-epoch after a kill (DDP, fp16)",
+    "elastic restart: a worker killed, torchrun restarts it",
+)
+
+
+def elastic_run(target: Target) -> Outcome:
+    """torchrun with a restart to spare; a worker is killed after the first checkpoint
+    within the epoch, and the restarted group must resume from it."""
+    name = EXTRA_RUNS[1]
+    started = time.monotonic()
+    samples = "20000" if target.device_type == "cuda" else "1000"
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as directory:
+        command = [
+            *python("torch.distributed.run"), "--standalone", "--nproc-per-node=1",
+            "--max-restarts=1", "--monitor-interval=0.2", "-m", "multigpu_train.ddp",
+            *flags(target, "--checkpoint-every-steps", "5"),
+            "--steps-per-epoch", "0", "--synthetic-samples", samples,
+            "--checkpoint-dir", directory,
+        ]  # fmt: skip
+        output = _kill_worker_after_checkpoint(command, child_env(target.env))
+    seconds = time.monotonic() - started
+    if output is None:
+        return Outcome(name, False, seconds, f"timed out after {RUN_TIMEOUT_S} s")
+    code, text = output
+    resumed = re.search(r"resumed from epoch 0 at sample (\d+)", text)
+    if code != 0 or "final test_accuracy=" not in text or resumed is None:
+        return Outcome(name, False, seconds, f"exit {code}, not resumed\n{tail(text)}", text)
+    return Outcome(name, True, seconds, f"restarted, resumed at sample {resumed.group(1)}", text)
+
+
+def _kill_worker_after_checkpoint(
+    command: Sequence[str], env: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """Run torchrun; SIGKILL its worker (by the pid in its log lines) once it saved a
+    checkpoint within its first round. The exit status and output, None on a timeout."""
+    proc = subprocess.Popen(
+        command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    killed = False
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    for line in proc.stdout:
+        lines.append(line)
+        if not killed and re.search(r"checkpoint saved: .* \(epoch 0 at sample \d+\)", line):
+            worker = re.search(r"rank=0 pid=(\d+) .*restart=0", "".join(lines))
+            if worker is not None:
+                os.kill(int(worker.group(1)), signal.SIGKILL)
+                killed = True
+        if time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            return None
+    proc.wait()
+    return proc.returncode, "".join(lines)
