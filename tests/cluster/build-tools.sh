@@ -33,17 +33,24 @@ build_into() {
   local name=$1 version=$2 dir=$3 ldflags=$4 tags=$5
   shift 5
   local dest="$cache/bin/$name-$version"
-  local missing=0 pkg
-  for pkg in "$@"; do
-    [ -x "$dest/$(basename "$pkg")" ] || missing=1
-  done
-  if [ "$missing" = 0 ]; then
+  if built "$dest" "$@"; then
     log "$name $version: cached in $dest"
     echo "$dest"
     return
   fi
-  log "$name $version: building $* (first build takes minutes)"
+  # Several processes may want the same tool at once (a test session's background build
+  # and a fixture): one builds, the others wait for it and find it cached.
   mkdir -p "$cache/bin"
+  local lock
+  exec {lock}>"$cache/bin/.$name-$version.lock"
+  flock "$lock"
+  if built "$dest" "$@"; then
+    exec {lock}>&-
+    log "$name $version: cached in $dest (built by another process)"
+    echo "$dest"
+    return
+  fi
+  log "$name $version: building $* (first build takes minutes)"
   local tmp
   tmp="$(mktemp -d "$cache/bin/.$name-$version.XXXXXX")"
   local start=$SECONDS
@@ -51,8 +58,18 @@ build_into() {
     || { rm -rf "$tmp"; fail "go build of $name $version ($*) in $dir"; }
   rm -rf "$dest"
   mv "$tmp" "$dest"
+  exec {lock}>&-
   log "$name $version: built in $((SECONDS - start)) s"
   echo "$dest"
+}
+
+# built DEST PKG...: whether every binary of PKGs is in DEST.
+built() {
+  local dest=$1 pkg
+  shift
+  for pkg in "$@"; do
+    [ -x "$dest/$(basename "$pkg")" ] || return 1
+  done
 }
 
 # Kubernetes servers and kubectl, plus etcd from the same module graph.
