@@ -26,15 +26,15 @@ from multigpu_operator.settings import Settings  # noqa: E402
 # (tracemalloc, docs/benchmarks.md), for JSON answers read as well 64 KiB at a time.
 asyncio.sslproto.SSLProtocol.max_size = 64 * 1024
 
-# The exit status after losing the leader Lease: the kubelet restarts the container, which
-# comes back as a standby.
-LOST_LEADERSHIP = 1
+# The exit status after the leader election failed on a bug (never for an API server
+# that is down or a Lease lost: the replica then stands by again): the kubelet restarts it.
+ELECTION_FAILED = 1
 
 
 def main() -> None:
     settings = Settings.from_env()
     kopf.configure(verbose=False)
-    # Set by the leader election when the Lease is lost: kopf stops as on SIGTERM.
+    # Set when the leader election fails on a bug: kopf stops as on SIGTERM.
     stop_flag = asyncio.Event()
     memo = kopf.Memo(stop_flag=stop_flag)
     kopf.run(
@@ -52,8 +52,8 @@ def main() -> None:
         stop_flag=stop_flag,
         memo=memo,
     )
-    if memo.get("lost_leadership"):
-        sys.exit(LOST_LEADERSHIP)
+    if memo.get("election_failed"):
+        sys.exit(ELECTION_FAILED)
 
 
 if __name__ == "__main__":

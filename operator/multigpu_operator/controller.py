@@ -110,18 +110,18 @@ class Controller:
         ]
 
     async def stop_workers(self) -> None:
-        """Stop reconciling (leadership lost); the caches keep running."""
+        """Stop reconciling (leadership lost), Events being posted too; caches keep running."""
         for task in self._reconcilers:
             task.cancel()
         await asyncio.gather(*self._reconcilers, return_exceptions=True)
         self._reconcilers = []
+        await self.status.stop()
 
     async def stop(self) -> None:
         await self.stop_workers()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.status.stop()
 
     # Inputs -----------------------------------------------------------------
 

@@ -3,8 +3,12 @@
 `acquire()` returns once this replica holds the Lease; `hold()` renews it and returns the
 moment leadership is lost (someone else holds the Lease, or no renewal succeeded within
 the renew deadline), so the caller stops reconciling before any other replica may start;
-`release()` hands the Lease over on a graceful stop. `lead()` puts them together around
-the controller's workers. The rules are in leadership.py; the Lease is read and written
+`release()` hands the Lease over on a graceful stop, giving up after RELEASE_SECONDS.
+`lead()` puts them together around the controller's workers; a replica that lost the
+Lease stops acting and runs for it again (`campaign()`), it never exits. An API server
+that cannot be reached, times out or answers 429/5xx is a failed try like any other:
+the standby tries again every retry period (with client-go's jitter), the leader until
+its renew deadline. The rules are in leadership.py; the Lease is read and written
 through a LeaseStore (cluster/leases.py), so tests run the election against an in-memory
 one on a fake clock.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -22,6 +27,13 @@ from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
 
 log = logging.getLogger(__name__)
+
+# A graceful stop hands the Lease over if the API server answers at once; otherwise the
+# Lease expires on its own after its duration, and the exit is not held any longer.
+RELEASE_SECONDS = 2.0
+# client-go's JitterFactor: a standby waits 1 to 1.2 retry periods between tries, so that
+# replicas started together do not keep colliding.
+JITTER = 0.2
 
 
 class LeaseStore(Protocol):
@@ -44,6 +56,7 @@ class LeaderElector:
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = utc_now,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         timings.check()
         self.identity = identity
@@ -52,6 +65,10 @@ class LeaderElector:
         # Monotonic time of the last answer from the API server about the Lease: a
         # replica that cannot reach it is not ready (leader or standby).
         self.last_contact: float | None = None
+        # Monotonic time the loop last tried, answered or not: the liveness probe fails
+        # only when this stops moving (a stuck loop), never for an API server that is down.
+        self.last_try = monotonic()
+        self._jitter = jitter
         self._store = store
         self._monotonic = monotonic
         self._now = now
@@ -63,7 +80,7 @@ class LeaderElector:
     async def acquire(self) -> None:
         """Return once this replica holds the Lease."""
         while not await self._try(self.timings.renew_deadline):
-            await self._sleep(self.timings.retry_period)
+            await self._sleep(self.timings.retry_period * (1 + JITTER * self._jitter()))
         log.info("leading: holding Lease as %s", self.identity)
 
     async def hold(self) -> None:
@@ -86,15 +103,17 @@ class LeaderElector:
         self.leading = False
 
     async def release(self) -> None:
-        """Give the Lease up, if held, so a standby takes over at once."""
+        """Give the Lease up, if held, so a standby takes over at once; best effort, for
+        at most RELEASE_SECONDS."""
         if not self.leading or self._record is None:
             return
         self.leading = False
         try:
-            await self._store.write(released(self._record, self._now()), self._version)
+            async with asyncio.timeout(RELEASE_SECONDS):
+                await self._store.write(released(self._record, self._now()), self._version)
             log.info("released the Lease")
-        except ClusterError as err:
-            log.warning("could not release the Lease (%s); it expires on its own", err)
+        except (ClusterError, TimeoutError) as err:
+            log.warning("could not release the Lease (%r); it expires on its own", err)
 
     def contact_age(self) -> float | None:
         """Seconds since the API server last answered about the Lease."""
@@ -102,12 +121,15 @@ class LeaderElector:
 
     async def _try(self, give_up_after: float) -> bool:
         """One attempt to take or renew the Lease, given up after `give_up_after` seconds."""
+        self.last_try = self._monotonic()
         try:
             async with asyncio.timeout(give_up_after):
                 return await self._attempt()
         except TimeoutError:
             log.warning("no answer about the Lease within %.1fs", give_up_after)
             return False
+        finally:
+            self.last_try = self._monotonic()
 
     async def _attempt(self) -> bool:
         try:
@@ -150,3 +172,16 @@ async def lead(
         await elector.hold()
     finally:
         await stop_reconciling()
+
+
+async def campaign(
+    elector: LeaderElector,
+    start_reconciling: Callable[[], None],
+    stop_reconciling: Callable[[], Awaitable[None]],
+) -> None:
+    """lead() again and again: a leader that lost the Lease (cut off from the API server
+    past its renew deadline, or deposed) has stopped acting and runs for it again as a
+    standby with warm caches; the process goes on. Returns only when cancelled."""
+    while True:
+        await lead(elector, start_reconciling, stop_reconciling)
+        log.warning("stopped reconciling; running for the Lease again")

@@ -25,7 +25,7 @@ from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.api import Kube, connect
 from multigpu_operator.cluster.leases import Leases
 from multigpu_operator.controller import Controller
-from multigpu_operator.election import LeaderElector, lead
+from multigpu_operator.election import LeaderElector, campaign
 from multigpu_operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -84,12 +84,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     if elector is None:
         reconciling(memo, True)
     else:
-        memo["election"] = asyncio.create_task(campaign(elector, memo), name="leader-election")
+        memo["election"] = asyncio.create_task(
+            run_for_leader(elector, memo), name="leader-election"
+        )
 
 
-async def campaign(elector: LeaderElector, memo: kopf.Memo) -> None:
-    """Lead while the Lease is ours; once it is lost (workers already stopped), stop the
-    operator so it exits non-zero and the kubelet restarts it as a fresh standby."""
+async def run_for_leader(elector: LeaderElector, memo: kopf.Memo) -> None:
+    """Lead while the Lease is ours, stand by otherwise, for as long as the process runs:
+    an API server that is down or answers errors only delays the next try (election.py).
+    Only a bug in the election ends it: the operator then stops and exits non-zero."""
     controller: Controller = memo["controller"]
 
     async def stop_reconciling() -> None:
@@ -101,12 +104,11 @@ async def campaign(elector: LeaderElector, memo: kopf.Memo) -> None:
         reconciling(memo, True)
 
     try:
-        await lead(elector, start_reconciling, stop_reconciling)
+        await campaign(elector, start_reconciling, stop_reconciling)
     except Exception:
-        # A replica whose election broke would stand by for ever: restart it instead.
         log.exception("leader election failed")
-    memo["lost_leadership"] = True
-    memo["stop_flag"].set()
+        memo["election_failed"] = True
+        memo["stop_flag"].set()
 
 
 def reconciling(memo: kopf.Memo, leading: bool) -> None:
@@ -164,9 +166,24 @@ async def crd_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.probe(id="podWatchAgeSeconds", registry=registry)
 def pod_watch_alive(memo: kopf.Memo, **_: Any) -> float:
-    """Fails the liveness endpoint when the pod watch has been silent too long."""
+    """Fails the liveness endpoint when the pod watch loop has made no progress too long:
+    no event, no (re)connect and no failed try. An API server that is down keeps the
+    loop retrying, so the probe stays healthy: a restart would not bring it back."""
     controller: Controller = memo["controller"]
     age = time.monotonic() - controller.informer.last_heartbeat
     if age > memo["settings"].watch_stale_seconds:
         raise kopf.PermanentError(f"pod watch silent for {age:.0f}s")
+    return round(age, 1)
+
+
+@kopf.on.probe(id="electionTryAgeSeconds", registry=registry)
+def election_alive(memo: kopf.Memo, **_: Any) -> float | None:
+    """Fails the liveness endpoint when the leader election has not tried for too long
+    (each try ends within the renew deadline, answered or not): its loop is stuck."""
+    elector: LeaderElector | None = memo["elector"]
+    if elector is None:
+        return None
+    age = time.monotonic() - elector.last_try
+    if age > memo["settings"].watch_stale_seconds:
+        raise kopf.PermanentError(f"leader election has not tried for {age:.0f}s")
     return round(age, 1)

@@ -4,6 +4,8 @@ domain errors. Its calls against a real API server: tests/integration/."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from multigpu_operator.cluster.errors import ClusterError, NotFound
+from multigpu_operator.cluster.errors import ClusterError, NotFound, Unreachable, transient
 from multigpu_operator.cluster.rest import MERGE_PATCH, Rest
 
 
@@ -147,3 +149,49 @@ async def test_a_watch_streams_its_lines(server: tuple[ApiServer, str]) -> None:
 def test_no_credentials_is_a_clear_error() -> None:
     with pytest.raises(ClusterError, match="neither a service account nor a kubeconfig"):
         Rest(lambda: None)
+
+
+def closed_port() -> int:
+    """A port nothing listens on: connections to it are refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.asyncio
+async def test_a_refused_connection_is_unreachable_for_requests_and_watches() -> None:
+    rest = Rest(lambda: Token(f"http://127.0.0.1:{closed_port()}", "new"))
+    try:
+        with pytest.raises(Unreachable) as raised:
+            await rest.call("GET", "/api/v1/pods")
+        with pytest.raises(Unreachable):
+            async for _ in rest.lines("/api/v1/pods", {"watch": "true"}, 5):
+                pass
+    finally:
+        await rest.close()
+    assert "ClientConnectorError" in raised.value.message
+    assert transient(raised.value)
+
+
+@pytest.mark.asyncio
+async def test_a_connection_reset_without_an_answer_is_unreachable() -> None:
+    async def hang_up(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    rest = Rest(lambda: Token(f"http://127.0.0.1:{port}", "new"))
+    try:
+        with pytest.raises(Unreachable):  # reset or disconnected, by timing
+            await rest.call("GET", "/api/v1/pods")
+    finally:
+        await rest.close()
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(0, True), (429, True), (500, True), (503, True), (504, True), (403, False), (409, False)],
+)
+def test_transient_answers_are_no_answer_429_and_5xx(status: int, expected: bool) -> None:
+    assert transient(ClusterError("x", status)) is expected

@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from multigpu_operator.cluster.errors import ClusterError, Conflict
-from multigpu_operator.election import LeaderElector, lead
+from multigpu_operator.cluster.errors import ClusterError, Conflict, Unreachable
+from multigpu_operator.election import RELEASE_SECONDS, LeaderElector, campaign, lead
 from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -248,3 +248,106 @@ async def test_lead_reconciles_only_while_holding_and_stops_before_the_next_lead
     with pytest.raises(asyncio.CancelledError):
         await leading_b
     assert [what for what, _ in workers_b.log] == ["start", "stop"]
+
+
+class FlakyLease(MemoryLease):
+    """An API server that is restarted: while `down`, calls fail as the client sees a
+    refused connection (Unreachable) or a 503, by `failure`."""
+
+    failure: ClusterError = Unreachable("ClientConnectorError: connection refused")
+
+    def store(self, who: str) -> Store:
+        return FlakyStore(self, who)
+
+
+class FlakyStore(Store):
+    lease: FlakyLease
+
+    async def read(self) -> tuple[LeaseRecord | None, str | None]:
+        if self.lease.down:
+            raise self.lease.failure
+        return await super().read()
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize(
+    "failure",
+    [Unreachable("ClientConnectorError: refused"), ClusterError("unavailable", 503)],
+    ids=["refused", "503"],
+)
+async def test_an_outage_past_the_renew_deadline_stops_the_leader_who_then_runs_again(
+    failure: ClusterError,
+) -> None:
+    lease = FlakyLease()
+    lease.failure = failure
+    a, b = elector(lease, "a"), elector(lease, "b")
+    workers_a, workers_b = Workers(), Workers()
+    running_a = asyncio.create_task(campaign(a, workers_a.start, workers_a.stop))
+    await asyncio.sleep(1)
+    running_b = asyncio.create_task(campaign(b, workers_b.start, workers_b.stop))
+    await asyncio.sleep(5)
+    assert [what for what, _ in workers_a.log] == ["start"]
+    lease.down.update({"a", "b"})  # the API server goes away for both, for 30 s
+    cut = asyncio.get_running_loop().time()
+    await asyncio.sleep(30)
+    # The leader stopped acting within the renew deadline (of its last renewal, at most
+    # one retry period before the cut) and is a candidate again; nobody else led.
+    assert [what for what, _ in workers_a.log] == ["start", "stop"]
+    assert workers_a.log[1][1] - cut <= TIMINGS.renew_deadline
+    assert workers_b.log == []
+    assert not running_a.done()  # no exit: both still run
+    assert not running_b.done()
+    lease.down.clear()
+    back = asyncio.get_running_loop().time()
+    await asyncio.sleep(TIMINGS.lease_duration)
+    starts = [at for log in (workers_a.log, workers_b.log) for what, at in log if at > back]
+    assert len(starts) == 1  # exactly one leads again, within the lease duration
+    assert a.leading != b.leading
+    running_a.cancel()
+    running_b.cancel()
+    await asyncio.gather(running_a, running_b, return_exceptions=True)
+
+
+class StuckWrites(MemoryLease):
+    """An API server that accepts the connection and never answers a write."""
+
+    def store(self, who: str) -> Store:
+        return StuckStore(self, who)
+
+
+class StuckStore(Store):
+    async def write(self, record: LeaseRecord, resource_version: str | None) -> str:
+        if self.lease.record is not None:  # the first write (taking the Lease) passes
+            await asyncio.Event().wait()
+        return await super().write(record, resource_version)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_releasing_against_an_api_server_that_does_not_answer_gives_up_in_2s() -> None:
+    lease = StuckWrites()
+    a = elector(lease, "a")
+    await a.acquire()
+    start = asyncio.get_running_loop().time()
+    await asyncio.wait_for(a.release(), timeout=RELEASE_SECONDS + 1)
+    assert asyncio.get_running_loop().time() - start == pytest.approx(RELEASE_SECONDS)
+    assert not a.leading
+    assert lease.record is not None
+    assert lease.record.holder == "a"  # not released: it expires on its own
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+async def test_the_loop_keeps_trying_while_the_api_server_is_down() -> None:
+    lease = FlakyLease()
+    lease.down.add("a")
+    a = elector(lease, "a")
+    trying = asyncio.create_task(a.acquire())
+    for _ in range(10):
+        await asyncio.sleep(TIMINGS.retry_period * 1.2 + 0.01)
+        assert asyncio.get_running_loop().time() - a.last_try <= TIMINGS.retry_period * 1.2
+    assert a.contact_age() is None  # never answered, yet never stuck
+    lease.down.clear()
+    await asyncio.wait_for(trying, timeout=TIMINGS.retry_period * 1.2 + 0.01)
+    assert a.leading

@@ -64,6 +64,11 @@ class Gone(ClusterError):
     """410: a watch's resourceVersion is too old: list again."""
 
 
+class Unreachable(ClusterError):
+    """No answer: the connection was refused, reset or timed out (an API server
+    restarting, a network cut). Transient, like a 429 or 5xx: callers retry."""
+
+
 _BY_STATUS: dict[int, type[ClusterError]] = {
     400: Invalid,
     403: Forbidden,
@@ -79,6 +84,12 @@ NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 # and the OwnerReferencesPermissionEnforcement plugin's, also about the operator's RBAC.
 _ACCESS_DENIED = re.compile(r'User "[^"]*" cannot [a-z]+ resource|cannot set blockOwnerDeletion')
 _QUOTA_EXCEEDED = "exceeded quota"
+
+
+def transient(err: ClusterError) -> bool:
+    """Whether the API server may answer otherwise later without anyone changing anything:
+    no answer, 429 (too many requests) or 5xx (unavailable, timeout, etcd down)."""
+    return err.status == 0 or err.status == 429 or err.status >= 500
 
 
 def from_status(status: int | None, message: str, causes: Iterable[str] = ()) -> ClusterError:

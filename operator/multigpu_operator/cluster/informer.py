@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
-from multigpu_operator.cluster.errors import Gone
+from multigpu_operator.cluster.errors import ClusterError, Gone
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.trim import trim_pod, trim_service
 
@@ -44,8 +45,9 @@ class ChildInformer:
         self._on_change = on_change
         self._objects: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.synced = asyncio.Event()
-        # Monotonic time of the last event or successful (re)connect: the liveness probe
-        # fails when the watch has been silent for too long.
+        # Monotonic time of the last event, (re)connect or failed try: the liveness probe
+        # fails when the loop has made no progress for too long (stuck), not while it keeps
+        # retrying an API server that is down.
         self.last_heartbeat = time.monotonic()
 
     def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
@@ -70,10 +72,21 @@ class ChildInformer:
                 raise
             except Gone:
                 log.info("%s watch expired; relisting", self.kind)
+            except ClusterError as err:
+                # The API server down, overloaded or refusing: its answer says it all.
+                log.warning(
+                    "%s watch failed: HTTP %s: %s; relisting in %.1fs",
+                    self.kind,
+                    err.status,
+                    err.message,
+                    backoff,
+                )
+                backoff = await retry_after(backoff)
+                self.last_heartbeat = time.monotonic()
             except Exception:
                 log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30)
+                backoff = await retry_after(backoff)
+                self.last_heartbeat = time.monotonic()
 
     async def _relist(self) -> str:
         items, rv = await self._list()
@@ -110,6 +123,13 @@ class ChildInformer:
             self._on_change(key)
         self.last_heartbeat = time.monotonic()
         return rv
+
+
+async def retry_after(backoff: float, cap: float = 30) -> float:
+    """Wait `backoff` seconds, plus up to a fifth for jitter (replicas and watches that
+    failed together do not all come back at once); the next, doubled, backoff."""
+    await asyncio.sleep(backoff * (1 + 0.2 * random.random()))
+    return min(backoff * 2, cap)
 
 
 class PodInformer(ChildInformer):

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from multigpu_operator.cluster.errors import ClusterError, Gone
+from multigpu_operator.cluster.informer import retry_after
 from multigpu_operator.cluster.protocol import Cluster
 
 log = logging.getLogger(__name__)
@@ -74,12 +75,10 @@ class NodeInformer:
                         err.message,
                     )
                     complained = True
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 300)
+                backoff = await retry_after(backoff, 300)
             except Exception:
                 log.exception("node watch failed; relisting in %.1fs", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 300)
+                backoff = await retry_after(backoff, 300)
 
     async def _relist(self) -> str:
         items, rv = await self._cluster.list_nodes()

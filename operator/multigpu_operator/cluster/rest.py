@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -20,10 +20,14 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from multigpu_operator import __version__
-from multigpu_operator.cluster.errors import ClusterError, from_status
+from multigpu_operator.cluster.errors import ClusterError, Unreachable, from_status
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+# A request the API server does not answer is given up after this (its own
+# --request-timeout is 60 s): a frozen server or a lost connection ends as Unreachable
+# instead of holding a worker or a watch for aiohttp's default five minutes.
+REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=70)
 
 
 class Credentials(Protocol):
@@ -57,6 +61,7 @@ class Rest:
             # Pods of many jobs are created concurrently: a small pool serialises them.
             connector=aiohttp.TCPConnector(limit=pool_size, ssl=credentials.as_ssl_context()),
             headers={"User-Agent": f"multigpu-operator/{__version__}"},
+            timeout=REQUEST_TIMEOUT,
             # The proxy is read once, above: trusting the environment makes aiohttp look
             # the proxy variables and ~/.netrc up in a worker thread on every request
             # (a sixth of the operator's samples under load, docs/benchmarks.md).
@@ -100,16 +105,17 @@ class Rest:
         data: bytes | None,
         headers: Mapping[str, str],
     ) -> tuple[int, str, bytes]:
-        async with self._session.request(
-            method,
-            self._server + path,
-            params=params,
-            data=data,
-            headers={**self._headers, **headers},
-            proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
-        ) as resp:
-            return resp.status, resp.reason or "", await resp.read()
+        with unreachable():
+            async with self._session.request(
+                method,
+                self._server + path,
+                params=params,
+                data=data,
+                headers={**self._headers, **headers},
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+            ) as resp:
+                return resp.status, resp.reason or "", await resp.read()
 
     async def json(
         self,
@@ -128,23 +134,34 @@ class Rest:
         self, path: str, params: Mapping[str, str], timeout_s: float
     ) -> AsyncIterator[bytes]:
         """The lines of a streamed answer (a watch), until the server ends it."""
-        async with self._session.get(
-            self._server + path,
-            params=params,
-            headers=self._headers,
-            proxy=self._proxy,
-            proxy_auth=self._proxy_auth,
-            timeout=aiohttp.ClientTimeout(total=timeout_s),
-        ) as resp:
-            if resp.status == 401:
-                self._relogin()  # for the next watch: the caller starts one again
-            if not 200 <= resp.status <= 299:
-                raise refusal(resp.status, resp.reason or "", await resp.read())
-            async for line in resp.content:
-                yield line
+        with unreachable():
+            async with self._session.get(
+                self._server + path,
+                params=params,
+                headers=self._headers,
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+                timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=10),
+            ) as resp:
+                if resp.status == 401:
+                    self._relogin()  # for the next watch: the caller starts one again
+                if not 200 <= resp.status <= 299:
+                    raise refusal(resp.status, resp.reason or "", await resp.read())
+                async for line in resp.content:
+                    yield line
 
     def _relogin(self) -> None:
         self._headers.update(self._credentials().as_http_headers())
+
+
+@contextlib.contextmanager
+def unreachable() -> Iterator[None]:
+    """The client's own failures (refused, reset, timed out) as the domain's Unreachable:
+    the layers above treat them as any transient answer and retry."""
+    try:
+        yield
+    except (aiohttp.ClientError, TimeoutError) as err:
+        raise Unreachable(f"{type(err).__name__}: {err}") from err
 
 
 def _proxy(given: str | None, server: str) -> tuple[str | None, aiohttp.BasicAuth | None]:

@@ -23,7 +23,7 @@ from multigpu_operator.api import kueue
 from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.cluster.errors import ClusterError, Gone, NotFound
-from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.informer import JobKey, retry_after
 from multigpu_operator.cluster.protocol import Cluster
 
 log = logging.getLogger(__name__)
@@ -107,18 +107,15 @@ class KueueObjects:
                     log.info("Kueue's %s are not served: no job is queued in Kueue", self._plural)
                     return
                 log.warning("Kueue's %s are not served (MGJ_KUEUE=on); looking again", self._plural)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 60)
+                backoff = await retry_after(backoff, 60)
             except Gone:
                 log.info("%s watch expired; relisting", self._plural)
             except ClusterError as err:
                 log.warning("cannot read %s (%s); retrying", self._plural, err.message)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 60)
+                backoff = await retry_after(backoff, 60)
             except Exception:
                 log.exception("%s watch failed; relisting in %.1fs", self._plural, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 60)
+                backoff = await retry_after(backoff, 60)
 
     async def _relist(self) -> str:
         items, rv = await self._cluster.list_kueue(self._plural, self._namespace)
