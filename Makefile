@@ -16,7 +16,7 @@ CACHE_DIR := $(or $(MGJ_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/multig
 WHEELHOUSE := $(CACHE_DIR)/images/wheelhouse
 TORCH := torch>=2.14,<2.15
 
-.PHONY: help demo test venv host-packages tools images lint typecheck unit integration \
+.PHONY: help demo test venv host-packages tools images lint typecheck unit integration cluster-tools \
 	cluster-up cluster-down clean prepare-test prepare-cluster
 # What a cold `make test` or `make demo` prepares runs side by side: the Go builds use
 # the CPU, the venv and the image builds mostly the network and the disk (docs/development.md).
@@ -48,6 +48,11 @@ host-packages:
 tools: host-packages
 	bash tests/cluster/build-tools.sh >/dev/null
 
+# The cluster's tools; Kueue and promtool are built by the few tests that use them,
+# in the background while the others run (tests/conftest.py).
+cluster-tools: host-packages
+	bash tests/cluster/build-tools.sh --core >/dev/null
+
 images: venv host-packages
 	$(BIN)/python tests/cluster/images.py build
 
@@ -63,22 +68,22 @@ typecheck: venv
 unit: venv
 	$(BIN)/pytest tests/unit
 
-integration: venv tools images
+integration: venv cluster-tools images
 	$(BIN)/pytest tests/integration
 
-prepare-test: venv tools images lint typecheck
+prepare-test: venv cluster-tools images lint typecheck
 
 test:
 	$(PARALLEL) prepare-test
 	$(BIN)/pytest tests
 
-cluster-up: venv tools images
+cluster-up: venv cluster-tools images
 	$(CLUSTER) up
 
-cluster-down: venv tools
+cluster-down: venv cluster-tools
 	$(CLUSTER) down --all
 
-prepare-cluster: venv tools images
+prepare-cluster: venv cluster-tools images
 
 demo:
 	$(PARALLEL) prepare-cluster

@@ -7,6 +7,14 @@
 # so an interrupted run never leaves a half-built tool that looks complete.
 # Prints the bin directories as KEY=path lines on stdout (for `eval`/sourcing);
 # progress goes to stderr.
+#
+#   build-tools.sh                  build every tool
+#   build-tools.sh --core [TOOL...] build what the cluster and most tests need, plus TOOLs
+#                                   (kueue, promtool); the others' paths are still printed
+#
+# Kueue and promtool are built late, by the few tests that use them (tests/conftest.py
+# starts their build in the background when a session collects such tests), so a cold
+# `make test` starts its tests while they compile.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,6 +23,22 @@ export CGO_ENABLED=0
 
 log() { echo "build-tools: $*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
+
+all_tools=(k8s etcd node coredns pause kwok helm promtool kueue)
+core_tools=(k8s etcd node coredns pause kwok helm)
+if [ "${1:-}" = --core ]; then
+  shift
+  wanted_tools=("${core_tools[@]}" "$@")
+else
+  [ $# = 0 ] || fail "usage: build-tools.sh [--core [TOOL...]]"
+  wanted_tools=("${all_tools[@]}")
+fi
+for tool in "${wanted_tools[@]}"; do
+  [[ " ${all_tools[*]} " == *" $tool "* ]] || fail "unknown tool $tool (one of ${all_tools[*]})"
+done
+
+# wanted NAME: whether this run builds NAME.
+wanted() { [[ " ${wanted_tools[*]} " == *" $1 "* ]]; }
 
 command -v go >/dev/null || fail "go is not installed (Go >= 1.26 is required)"
 
@@ -33,6 +57,10 @@ build_into() {
   local name=$1 version=$2 dir=$3 ldflags=$4 tags=$5
   shift 5
   local dest="$cache/bin/$name-$version"
+  if ! wanted "$name"; then
+    echo "$dest"
+    return
+  fi
   if built "$dest" "$@"; then
     log "$name $version: cached in $dest"
     echo "$dest"
@@ -44,6 +72,8 @@ build_into() {
   local lock
   exec {lock}>"$cache/bin/.$name-$version.lock"
   flock "$lock"
+  # What an interrupted build left (it held this lock, so nobody is writing there now).
+  rm -rf "$cache/bin/.$name-$version".??????
   if built "$dest" "$@"; then
     exec {lock}>&-
     log "$name $version: cached in $dest (built by another process)"
@@ -104,7 +134,7 @@ pause_src="$(cd "$k8s_dir" && go mod download -json "k8s.io/kubernetes@$k8s_vers
   | sed -n 's/.*"Dir": *"\(.*\)".*/\1/p')/build/pause/linux/pause.c"
 pause_version="$(sed -n 's/^TAG ?= //p' "$(dirname "$(dirname "$pause_src")")/Makefile")"
 pause_bin="$cache/bin/pause-$pause_version"
-if [ ! -x "$pause_bin/pause" ]; then
+if wanted pause && [ ! -x "$pause_bin/pause" ]; then
   command -v gcc >/dev/null || fail "gcc is not installed (the pause binary is C)"
   tmp="$(mktemp -d "$cache/bin/.pause.XXXXXX")"
   # Upstream's flags (build/pause/Makefile): small, static, warnings are errors.

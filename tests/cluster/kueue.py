@@ -75,8 +75,11 @@ class Kueue:
                 "KUBECONFIG": str(self.cluster.kubeconfig),
                 ENV_MARKER: self.marker,
             }
+            # Built on first use (build_tools's LATE_TOOLS), or waited for when a test
+            # session's background build has it in hand.
+            kueue_bin = build_tools("kueue").kueue_bin
             argv = self._in_own_etc(
-                str(self.cluster.tools.kueue_bin / "kueue"),
+                str(kueue_bin / "kueue"),
                 "--config", str(self.dir / "config.yaml"), "--zap-log-level=2",
                 # The on-demand visibility API is an aggregated API server of its own,
                 # with certificates at a fixed path; the tests read Workloads instead.

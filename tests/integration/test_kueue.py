@@ -25,7 +25,7 @@ from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.uses_tools("kueue")]
 
 GPUS = "nvidia.com/gpu"
 

@@ -28,7 +28,7 @@ from support.jobs import SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.uses_tools("kueue")]
 
 REPO = Path(__file__).resolve().parents[2]
 GPUS = "nvidia.com/gpu"

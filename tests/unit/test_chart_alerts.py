@@ -16,12 +16,14 @@ from cluster.tools import Tools, build_tools
 from support.chart import ALL_ENABLED_VALUES, CHART, only, render
 from support.promql import check_rules
 
+pytestmark = pytest.mark.uses_tools("promtool")
+
 ALERTS_TEST = CHART / "ci/alerts-test.yaml"
 
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return build_tools()
+    return build_tools("promtool")
 
 
 def rendered_groups(tools: Tools, *values: str) -> list[Any]:

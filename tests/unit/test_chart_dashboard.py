@@ -22,13 +22,15 @@ from support.promql import (
 )
 from support.promql import check_rules as promtool_check_rules
 
+pytestmark = pytest.mark.uses_tools("promtool")
+
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = CHART / "dashboards/multigpu-jobs.json"
 
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return build_tools()
+    return build_tools("promtool")
 
 
 def test_every_dashboard_query_parses(tools: Tools, tmp_path: Path) -> None:
