@@ -8,7 +8,7 @@ GPU machine would. The real thing is `make gpu-check` (docs/development.md).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -20,6 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from multigpu_train import checkpoint, devices
 from multigpu_train.config import TrainConfig
+from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.errors import SetupError
 from multigpu_train.metrics import TrainerMetrics
 from multigpu_train.precision import Precision, check_supported
@@ -55,16 +56,27 @@ class StageOnly(ForwardBackward):
 def test_pipeline_stages_are_gathered_as_cpu_tensors(monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[Any] = []
 
-    def gather_object(obj: Any, gathered: list[Any] | None, dst: int) -> None:
+    # The checkpoint group is gloo: what it carries lives in host memory.
+    group = cast(torch.distributed.ProcessGroup, object())
+
+    def gather_object(obj: Any, gathered: list[Any] | None, dst: int, group: Any) -> None:
         sent.append(obj)
         assert gathered is not None
         gathered[:] = [obj, obj]
 
     monkeypatch.setattr(torch.distributed, "gather_object", gather_object)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 0)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group: 2)
     with FakeTensorMode():
         stage = nn.Sequential(nn.Linear(4, 8, device=GPU), nn.ReLU(), nn.Linear(8, 2, device=GPU))
         t = Trainer(
-            Run(TrainConfig(), world(0, 2), GPU, TrainerMetrics("t", 0)),
+            Run(
+                TrainConfig(),
+                world(0, 2),
+                GPU,
+                TrainerMetrics("t", 0),
+                CheckpointBarrier(group, 60.0),
+            ),
             stage,
             StageOnly(stage, 0, 2),
         )

@@ -6,8 +6,11 @@ epoch (``--checkpoint-every-steps``) also holds the sampler's position: how many
 samples of that epoch's order were trained, so a resumed job trains only the rest. In
 fp16 it holds the gradient scaler's state. Both keys appear only when they say
 something: a checkpoint at an epoch's end in fp32 keeps the format of earlier images.
-On a restart rank 0 reads it and broadcasts it, so only rank 0's pod needs the volume
-(a PVC in Kubernetes).
+On a restart rank 0 reads it and sends it on over the checkpoint group (gloo, host
+memory), so only rank 0's pod needs the volume (a PVC in Kubernetes). Rank 0 maps the
+file (``mmap``) rather than reading it whole; the stages of a pipeline each receive
+only their own share (``stage_share``), so a rank's memory at a resume does not grow
+with the number of ranks.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +71,9 @@ def load(directory: Path) -> State | None:
     target = path_in(directory)
     if not target.exists():
         return None
-    # weights_only: a checkpoint is data, never code to run.
-    state: State = torch.load(target, map_location="cpu", weights_only=True)
+    # weights_only: a checkpoint is data, never code to run. mmap: pages are read as
+    # they are used, and a stage's share touches only its own.
+    state: State = torch.load(target, map_location="cpu", weights_only=True, mmap=True)
     return state
 
 
@@ -140,10 +143,17 @@ def load_on_rank0(directory: Path | None, rank: int) -> State | None:
     return load(directory) if rank == 0 and directory is not None else None
 
 
-def broadcast(state: State | None, device: torch.device) -> State | None:
-    """Rank 0's ``state`` on every rank of the group."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return state
-    box: list[State | None] = [state]
-    dist.broadcast_object_list(box, src=0, device=device if device.type == "cuda" else None)
-    return box[0]
+def stage_share(state: State, names: list[str], index: int, count: int) -> State:
+    """What pipeline stage ``index`` of ``count`` needs of ``state``: the weights named
+    ``names``, and its own optimizer state when the checkpoint was written by as many
+    stages (the other stages' entries left empty); the rest is small and sent whole."""
+    weights = state["model"]
+    saved = state["optimizer"]
+    optimizer: list[State] | None = None
+    if isinstance(saved, list) and len(saved) == count:
+        optimizer = [saved[i] if i == index else {} for i in range(count)]
+    return {
+        **state,
+        "model": {name: weights[name] for name in names if name in weights},
+        "optimizer": optimizer,
+    }

@@ -37,7 +37,12 @@ def train(argv: Sequence[str] | None = None) -> float:
     s = start(argv, ("ddp",), "multigpu_train.ddp")
     cfg, world = s.cfg, s.world
     barrier = distributed.init_process_group(
-        world, s.backend, s.device, cfg.init_timeout, cfg.checkpoint_timeout
+        world,
+        s.backend,
+        s.device,
+        cfg.init_timeout,
+        cfg.checkpoint_timeout,
+        checkpoints=cfg.checkpoint_dir is not None,
     )
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes).to(s.device)

@@ -6,6 +6,12 @@ that long is gone), and the wait of the other ranks while rank 0 reads or writes
 checkpoint (``--checkpoint-timeout``: a large model on a slow volume takes minutes).
 The second is a barrier on a gloo group of its own, created with its own timeout, so
 no NCCL collective is pending (and no NCCL watchdog counting) while rank 0 writes.
+
+That group exists only when checkpoints are on (``--checkpoint-dir``): it is a full mesh
+of TCP connections, a second transport beside NCCL that picks its interface by itself
+(``GLOO_SOCKET_IFNAME`` chooses it on pods with several networks). The checkpoint's
+objects travel over it too, in host memory: sent over NCCL they would be staged through
+GPU memory, a whole checkpoint's worth on every rank.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -56,14 +62,39 @@ def shared_agent_store(
 
 @dataclass(frozen=True)
 class CheckpointBarrier:
-    """Where the other ranks wait while rank 0 reads or writes a checkpoint.
-
-    A barrier on ``group`` (gloo, created with the checkpoint timeout); without a
-    group (one process) there is nobody to wait for.
+    """Where the other ranks wait while rank 0 reads or writes a checkpoint, and how
+    checkpoint state travels between ranks: over ``group`` (gloo, in host memory,
+    created with the checkpoint timeout). Without a group (one process, or checkpoints
+    off) there is nobody to wait for and nothing to send.
     """
 
     group: dist.ProcessGroup | None = None
     timeout_s: float = 0.0
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank."""
+        if self.group is None:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def gather(self, value: Any) -> list[Any] | None:
+        """Every rank's ``value``, by rank, on rank 0; None on the others."""
+        if self.group is None:
+            return [value]
+        rank = dist.get_rank()
+        gathered = [None] * dist.get_world_size(self.group) if rank == 0 else None
+        dist.gather_object(value, gathered, dst=0, group=self.group)
+        return gathered
+
+    def scatter(self, values: list[Any] | None) -> Any:
+        """Item r of rank 0's ``values`` on rank r (the others pass None)."""
+        if self.group is None:
+            return values[0] if values else None
+        box: list[Any] = [None]
+        dist.scatter_object_list(box, values, src=0, group=self.group)
+        return box[0]
 
     def wait(self, what: str) -> None:
         """Return once every rank, rank 0 included, is done ``what`` (reading, writing)."""
@@ -85,12 +116,14 @@ def init_process_group(
     device: torch.device,
     timeout_s: float,
     checkpoint_timeout_s: float = 1800.0,
+    checkpoints: bool = False,
 ) -> CheckpointBarrier:
     """Join the job's process group; a world of one needs no rendezvous at all.
 
     ``timeout_s`` bounds both the rendezvous (a rank whose master never appears fails
     after it) and every later collective; ``checkpoint_timeout_s`` the barrier
-    returned, where ranks wait for rank 0's checkpoint reads and writes.
+    returned, where ranks wait for rank 0's checkpoint reads and writes. Without
+    ``checkpoints`` the barrier is empty and no gloo group is made.
     """
     timeout = timedelta(seconds=timeout_s)
     device_id = device if device.type == "cuda" else None
@@ -128,7 +161,7 @@ def init_process_group(
             timeout=timeout,
             device_id=device_id,
         )
-    if world.world_size == 1:
+    if world.world_size == 1 or not checkpoints:
         return CheckpointBarrier()
     group = dist.new_group(backend="gloo", timeout=timedelta(seconds=checkpoint_timeout_s))
     if not isinstance(group, dist.ProcessGroup):  # only for a rank left out of the group

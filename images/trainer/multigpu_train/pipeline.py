@@ -55,7 +55,12 @@ def train_distributed(s: Started) -> float:
     model = models.build(cfg, s.data.sample_shape, s.data.classes)
     stage = dist_pipeline.own_stage(model, world.rank, world.world_size, s.device)
     barrier = distributed.init_process_group(
-        world, s.backend, s.device, cfg.init_timeout, cfg.checkpoint_timeout
+        world,
+        s.backend,
+        s.device,
+        cfg.init_timeout,
+        cfg.checkpoint_timeout,
+        checkpoints=cfg.checkpoint_dir is not None,
     )
     try:
         # The stages' fp16 scalers decide together whether a step overflowed.

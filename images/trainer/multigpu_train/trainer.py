@@ -133,20 +133,16 @@ class Trainer:
     def _gather_stages(self) -> list[checkpoint.State] | None:
         """Every stage's weights and optimizer state, on rank 0 only.
 
-        Copied to the CPU before they are sent: a tensor pickled on GPU i is unpickled
-        by rank 0 onto its own GPU i, a device of another process (an extra CUDA context
-        there, an error in EXCLUSIVE_PROCESS mode).
+        Copied to the CPU before they are sent, over the checkpoint group (gloo): a
+        tensor pickled on GPU i is unpickled by rank 0 onto its own GPU i, a device of
+        another process (an extra CUDA context there, an error in EXCLUSIVE_PROCESS
+        mode), and objects sent over NCCL are staged through GPU memory.
         """
         mine = {
             "model": checkpoint.on_cpu(self.model.state_dict()),
             "optimizer": checkpoint.on_cpu(self.optimizer.state_dict()),
         }
-        world = self.run.world
-        gathered: list[checkpoint.State] | None = (
-            [{} for _ in range(world.world_size)] if world.rank == 0 else None
-        )
-        dist.gather_object(mine, gathered, dst=0)
-        return gathered
+        return self.run.barrier.gather(mine)
 
     def load_state_dict(self, state: checkpoint.State) -> None:
         """Continue where ``state`` stopped: weights, optimizer, gradient scale, epoch,
@@ -175,12 +171,28 @@ class Trainer:
         """Load the latest checkpoint, when there is one: rank 0 reads it for everyone.
 
         The others wait at the checkpoint barrier while it reads (its own timeout), then
-        receive it.
+        receive it over the checkpoint group: the whole of it where every rank holds the
+        whole model, else this stage's share only.
         """
-        cfg, world = self.run.cfg, self.run.world
+        cfg, world, barrier = self.run.cfg, self.run.world, self.run.barrier
+        if cfg.checkpoint_dir is None:
+            return
         state = checkpoint.load_on_rank0(cfg.checkpoint_dir, world.rank)
-        self.run.barrier.wait("reading")
-        state = checkpoint.broadcast(state, self.run.device)
+        barrier.wait("reading")
+        rank_stage = self.step.rank_stage
+        if rank_stage is None:
+            state = barrier.broadcast(state)
+        else:
+            names = barrier.gather(list(self.model.state_dict()))
+            shares = None
+            if names is not None:  # rank 0
+                shares = [
+                    checkpoint.stage_share(state, stage_names, i, len(names))
+                    if state is not None
+                    else None
+                    for i, stage_names in enumerate(names)
+                ]
+            state = barrier.scatter(shares)
         if state is None:
             return
         self.load_state_dict(state)
@@ -371,7 +383,7 @@ class Trainer:
 
 
 def _optimizer_share(
-    saved: checkpoint.State | list[checkpoint.State], rank_stage: RankStage | None
+    saved: checkpoint.State | list[checkpoint.State] | None, rank_stage: RankStage | None
 ) -> checkpoint.State | None:
     """This process's optimizer state from a checkpoint, if written for this layout."""
     if rank_stage is None:

@@ -1,0 +1,41 @@
+"""A trainer entrypoint that prints how far its resident memory rose while it resumed.
+
+Usage: python -m training.workers.resume_rss MODULE [FLAGS...]
+
+Linux: writing 5 to /proc/self/clear_refs resets the peak (VmHWM) to the current
+resident size, so the peak read after the resume is the resume's own.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+from multigpu_train.trainer import Trainer
+
+
+def _kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise LookupError(field)
+
+
+def main() -> None:
+    module, flags = sys.argv[1], sys.argv[2:]
+    resume = Trainer.resume
+
+    def measured(self: Trainer) -> None:
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _kib("VmRSS")
+        resume(self)
+        print(f"resume peak rss growth kib={_kib('VmHWM') - before}", flush=True)
+
+    Trainer.resume = measured  # type: ignore[method-assign]
+    sys.argv = [module, *flags]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
