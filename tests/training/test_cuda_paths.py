@@ -23,7 +23,7 @@ from multigpu_train.config import TrainConfig
 from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.errors import SetupError
 from multigpu_train.metrics import TrainerMetrics
-from multigpu_train.precision import Precision, check_supported
+from multigpu_train.precision import Precision, check_supported, set_tf32
 from multigpu_train.steps import ForwardBackward, RankStage
 from multigpu_train.trainer import Run, Trainer
 from multigpu_train.world import World
@@ -126,7 +126,7 @@ class LaterStage:
 
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float, sync: bool
-    ) -> float | None:
+    ) -> torch.Tensor | None:
         self.events.append("step")
         return None
 
@@ -134,7 +134,7 @@ class LaterStage:
         return None
 
 
-def test_step_time_is_taken_after_the_gpu_finished(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_steps_are_timed_once_the_gpu_finished_them(monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: events.append(f"sync {d}"))
     metrics = TrainerMetrics("t", 1)
@@ -146,11 +146,13 @@ def test_step_time_is_taken_after_the_gpu_finished(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(metrics, "observe_step", observe_step)
     stage = nn.Linear(4, 2)
-    t = Trainer(Run(TrainConfig(), world(1, 3), GPU, metrics), stage, LaterStage(events))
+    cfg = TrainConfig(sync_every_steps=2)
+    t = Trainer(Run(cfg, world(1, 3), GPU, metrics), stage, LaterStage(events))
     batch = (torch.zeros(8, 4).as_subclass(OnDevice), torch.zeros(8).as_subclass(OnDevice))
-    t.run_epoch([batch, batch])
-    per_step = ["step", "sync cuda:0", "observe"]
-    assert events == [*per_step, *per_step, "sync cuda:0"]
+    t.run_epoch([batch] * 5)
+    # Once per window of --sync-every-steps (2 here), and at the epoch's end.
+    window = ["step", "step", "sync cuda:0", "observe", "observe"]
+    assert events == [*window, *window, "step", "sync cuda:0", "observe"]
 
 
 def test_step_waits_for_every_gpu_of_an_in_pod_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,3 +207,33 @@ def test_data_parallel_replicas_run_in_the_precision_asked_for() -> None:
     thread.start()
     thread.join()
     assert dtypes == {"wrapped": torch.float16, "bare": torch.bfloat16}
+
+
+def test_tf32_is_on_for_gpus_unless_turned_off() -> None:
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    try:
+        set_tf32(True, GPU)
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cudnn.allow_tf32
+        set_tf32(False, GPU)
+        assert torch.get_float32_matmul_precision() == "highest"
+        assert not torch.backends.cudnn.allow_tf32
+        # The CPU's fp32 is left as it is.
+        set_tf32(True, torch.device("cpu"))
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before[0])
+        torch.backends.cudnn.allow_tf32 = before[1]
+
+
+def test_in_pod_pipeline_inputs_go_to_the_first_stage() -> None:
+    run = Run(TrainConfig(), world(0, 1), torch.device("cuda", 1), TrainerMetrics("t", 0))
+    assert run.inputs_to == torch.device("cuda", 1)
+    first = Run(
+        TrainConfig(),
+        world(0, 1),
+        torch.device("cuda", 1),
+        TrainerMetrics("t", 0),
+        input_device=GPU,
+    )
+    assert first.inputs_to == GPU

@@ -52,7 +52,7 @@ def curve(kind: str, technique: str, precision_name: str) -> tuple[list[float], 
     with torch.no_grad():
         dtype = forward(x[:2]).dtype
     losses = [trainer.run_batch(a, b) for a, b in zip(x.chunk(STEPS), y.chunk(STEPS), strict=True)]
-    return [loss for loss in losses if loss is not None], dtype
+    return [float(loss) for loss in losses if loss is not None], dtype
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

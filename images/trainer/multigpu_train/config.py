@@ -45,6 +45,10 @@ class TrainConfig:
     metrics_port: int = 0
     init_timeout: float = 600.0
     precision: str = "fp32"
+    # fp32 matmuls and convolutions in TF32 on GPUs that have it (Ampere and newer).
+    tf32: bool = True
+    # The host waits for the GPUs, reads the losses and times the steps every N steps.
+    sync_every_steps: int = 10
     device: str = "auto"
     backend: str = "auto"
     # DistributedDataParallel knobs.
@@ -136,6 +140,18 @@ COMMON = (
         "fp32, bf16 autocast, or fp16 autocast with a gradient scaler",
         PRECISIONS,
     ),
+    Option(
+        "--tf32",
+        "MGJ_TF32",
+        _bool,
+        "fp32 matmuls and convolutions in TF32 on Ampere and newer GPUs (default on)",
+    ),
+    Option(
+        "--sync-every-steps",
+        "MGJ_SYNC_EVERY_STEPS",
+        int,
+        "wait for the GPUs, read the loss and time the steps every N steps (default 10)",
+    ),
     Option("--device", "MGJ_DEVICE", str, "auto: CUDA when visible", DEVICES),
     Option("--backend", "MGJ_BACKEND", str, "process group backend", BACKENDS),
 )
@@ -217,6 +233,7 @@ def _check(cfg: TrainConfig) -> None:
         "--batch-size": cfg.batch_size,
         "--grad-accum-steps": cfg.grad_accum_steps,
         "--micro-batches": cfg.micro_batches,
+        "--sync-every-steps": cfg.sync_every_steps,
         "--classes": cfg.classes,
     }
     for flag, number in positive.items():

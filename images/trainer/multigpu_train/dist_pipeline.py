@@ -93,7 +93,7 @@ class ScheduleStep:
 
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float = 1.0, sync: bool = True
-    ) -> float | None:
+    ) -> torch.Tensor | None:
         # ``sync`` has nothing to do here: every stage has one copy, no replicas to reduce.
         if loss_scale != 1.0:
             # scale_grads also divides gradients left from an earlier batch.
@@ -108,9 +108,9 @@ class ScheduleStep:
             self.schedule.step()
         if not self.rank_stage.is_last:
             return None
-        scaled = float(torch.stack([loss.detach() for loss in losses]).mean())
+        scaled = torch.stack([loss.detach() for loss in losses]).mean()
         # The scale of this step: the optimizer step updates it afterwards.
-        return scaled / self.precision.scaler.get_scale() if self.precision.scales_loss else scaled
+        return self.precision.unscaled(scaled)
 
     def predict(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
         # The last rank needs the targets: the schedule computes its loss whenever it

@@ -43,8 +43,10 @@ def train_local(s: Started) -> float:
     log.info(
         "%d stages on %s, %d micro-batches", stages, [str(d) for d in placed], cfg.micro_batches
     )
-    # Outputs, and so the loss, live on the last stage's device.
-    return Trainer(Run(cfg, s.world, placed[-1], s.metrics), model, step).train(s.data)
+    # Outputs, and so the loss, live on the last stage's device; inputs go straight
+    # to the first stage's, not through the last's.
+    run = Run(cfg, s.world, placed[-1], s.metrics, input_device=placed[0])
+    return Trainer(run, model, step).train(s.data)
 
 
 def train_distributed(s: Started) -> float:

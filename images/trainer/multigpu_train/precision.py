@@ -109,6 +109,15 @@ class Precision:
         if self.scales_loss:
             self.scaler.scale(torch.zeros((), device=device))
 
+    def unscaled(self, loss: torch.Tensor) -> torch.Tensor:
+        """A scaled loss divided by this step's scale, without waiting for the GPU
+        (``GradScaler.get_scale`` would: it reads the scale back to the host)."""
+        if not self.scales_loss:
+            return loss
+        # The scale tensor itself; the public getter returns a float.
+        scale = self.scaler._get_scale_async()
+        return loss if scale is None else loss / scale
+
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer step; in fp16 unscaled, skipped after an overflow, the scale updated."""
         self.scaler.step(optimizer)
@@ -125,6 +134,18 @@ class Precision:
             log.warning("checkpoint holds no fp16 gradient scale; starting from the initial one")
             return
         self.scaler.load_state_dict(state)
+
+
+def set_tf32(enabled: bool, device: torch.device) -> None:
+    """fp32 matmuls and convolutions in TF32 on a GPU that has it (compute capability
+    8.0 and up; older ones ignore it): about 8x the fp32 matmul rate on an A100 or H100,
+    with a 10-bit mantissa in the products (accumulation stays fp32). PyTorch's own
+    default is off for matmuls; ``--tf32 false`` (MGJ_TF32=false) keeps full fp32. The
+    CPU is left alone."""
+    if device.type != "cuda":
+        return
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    torch.backends.cudnn.allow_tf32 = enabled
 
 
 def check_supported(name: str, device: torch.device) -> None:

@@ -37,6 +37,7 @@ def start(argv: Sequence[str] | None, groups: Sequence[str], prog: str) -> Start
     device = devices.select_device(cfg.device, world.local_rank, environ)
     backend = devices.select_backend(cfg.backend, device)
     precision.check_supported(cfg.precision, device)
+    precision.set_tf32(cfg.tf32, device)
     loaded = data.load(cfg)
     log.info(
         "%s: job=%s mode=%s rank=%d/%d local_rank=%d device=%s backend=%s restart=%d "

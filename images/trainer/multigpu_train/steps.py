@@ -52,11 +52,12 @@ class Step(Protocol):
 
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float, sync: bool
-    ) -> float | None:
+    ) -> torch.Tensor | None:
         """Add the gradients of ``loss_scale`` x the batch's mean loss to ``.grad``
         (times the fp16 gradient scale, which the optimizer step takes out again).
 
-        Returns the (unscaled) mean loss, or None on a rank that does not compute it.
+        Returns the (unscaled) mean loss, or None on a rank that does not compute it:
+        a tensor on the device, so that returning it does not wait for the GPU.
         ``sync`` False: keep the gradients local, an optimizer step does not follow.
         """
         ...
@@ -97,11 +98,12 @@ class ForwardBackward:
 
     def forward_backward(
         self, x: torch.Tensor, y: torch.Tensor, *, loss_scale: float, sync: bool
-    ) -> float | None:
+    ) -> torch.Tensor | None:
         with self._gradients_stay_local(sync):
             loss = self.loss_fn(self.forward(x).float(), y)
             self.precision.scale(loss * loss_scale).backward()  # type: ignore[no-untyped-call]
-        return float(loss.item())  # item() waits for the GPU
+        detached: torch.Tensor = loss.detach()
+        return detached
 
     def predict(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
         logits: torch.Tensor = self.evaluate(x)

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -50,6 +51,8 @@ class Run:
 
     ``barrier``: where the ranks wait for rank 0's checkpoint reads and writes
     (``distributed.init_process_group`` returns it; a lone process needs none).
+    ``input_device``: where the inputs go when not to ``device`` (the targets' and
+    outputs' device): an in-pod pipeline's first stage.
     """
 
     cfg: TrainConfig
@@ -57,6 +60,11 @@ class Run:
     device: torch.device
     metrics: TrainerMetrics
     barrier: CheckpointBarrier = field(default_factory=CheckpointBarrier)
+    input_device: torch.device | None = None
+
+    @property
+    def inputs_to(self) -> torch.device:
+        return self.input_device if self.input_device is not None else self.device
 
 
 @dataclass(frozen=True)
@@ -226,9 +234,10 @@ class Trainer:
 
     def run_batch(
         self, x: torch.Tensor, y: torch.Tensor, *, optimizer_step: bool = True
-    ) -> float | None:
+    ) -> torch.Tensor | None:
         """Forward and backward of one batch, then an optimizer step unless this batch's
-        gradients are to be accumulated with the next ones. The loss, where seen."""
+        gradients are to be accumulated with the next ones. The loss, where seen, as a
+        tensor on the device: reading it waits for the GPU."""
         loss = self.step.forward_backward(
             x, y, loss_scale=1 / self.run.cfg.grad_accum_steps, sync=optimizer_step
         )
@@ -247,8 +256,14 @@ class Trainer:
 
         ``batches`` may start midway through the epoch (``self.position`` > 0): they are
         the epoch's remaining ones, and the batches before count against the cap.
+
+        The host waits for the GPUs only every ``--sync-every-steps`` steps (and before a
+        checkpoint and at the end): then it reads the losses of the steps since and
+        observes each with the window's mean compute time. Waiting every step would
+        leave the GPU idle while the host launches the next step's kernels.
         """
         cfg, device, metrics = self.run.cfg, self.run.device, self.run.metrics
+        inputs_to = self.run.inputs_to
         per_batch = cfg.batch_size * self._readers
         done_before = -(-self.position // per_batch)
         limit = max(cfg.steps_per_epoch - done_before, 0) if cfg.steps_per_epoch else 0
@@ -258,6 +273,7 @@ class Trainer:
         checkpoint_every = cfg.checkpoint_every_steps * cfg.grad_accum_steps
         self.model.train()
         losses: list[float] = []
+        window = _Window()
         samples = index = 0
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
@@ -268,29 +284,26 @@ class Trainer:
                 x, y = next(it)
             except StopIteration:
                 break
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            x, y = x.to(inputs_to, non_blocking=True), y.to(device, non_blocking=True)
             t1 = time.perf_counter()
             in_epoch = done_before + index + 1  # this batch's number in the epoch, from 1
             last_of_group = in_epoch % cfg.grad_accum_steps == 0 or index + 1 == total
             loss = self.run_batch(x, y, optimizer_step=last_of_group)
-            # Kernels run asynchronously: without this a stage that never reads its
-            # loss back would time kernel launches, not the step.
-            devices.synchronize(self.step_devices)
-            t2 = time.perf_counter()
-            metrics.observe_step(len(y), t1 - t0, t2 - t1, loss)
-            if loss is not None:
-                losses.append(loss)
+            window.add(t0, len(y), t1 - t0, loss)
             samples += len(y)
             index += 1
             self.position += len(y) * self._readers
-            if (
+            checkpoint_now = (
                 checkpoint_every
                 and last_of_group
                 and in_epoch % checkpoint_every == 0
                 and index < total
-            ):
+            )
+            if checkpoint_now or len(window.steps) >= cfg.sync_every_steps:
+                losses += window.observe(self.step_devices, metrics)
+            if checkpoint_now:
                 self.save_checkpoint()
-        devices.synchronize(self.step_devices)
+        losses += window.observe(self.step_devices, metrics)
         # The epoch is done: training stands at the start of the next one.
         self.epoch, self.position = self.epoch + 1, 0
         mean = sum(losses) / len(losses) if losses else float("nan")
@@ -303,7 +316,7 @@ class Trainer:
         self.model.eval()
         correct = total = 0
         for x, y in batches:
-            logits = self.step.predict(x.to(device), y.to(device))
+            logits = self.step.predict(x.to(self.run.inputs_to), y.to(device))
             if logits is not None:
                 correct += int((logits.argmax(dim=1).cpu() == y).sum())
                 total += len(y)
@@ -376,10 +389,44 @@ class Trainer:
             sampler=sampler,
             drop_last=drop_last,
             num_workers=cfg.data_workers,
-            pin_memory=self.run.device.type == "cuda",
+            pin_memory=self.run.inputs_to.type == "cuda",
             # Workers start once, not every epoch.
             persistent_workers=cfg.data_workers > 0,
         )
+
+
+class _Window:
+    """Steps run since the host last waited for the GPUs: their start, samples, data
+    wait and loss (a tensor on the device until read)."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[int, float, torch.Tensor | None]] = []
+        self.started = 0.0
+
+    def add(self, started: float, samples: int, data_seconds: float, loss: Any) -> None:
+        if not self.steps:
+            self.started = started
+        self.steps.append((samples, data_seconds, loss))
+
+    def observe(self, step_devices: list[torch.device], metrics: TrainerMetrics) -> list[float]:
+        """Wait for the GPUs, observe every step of the window, and return its losses.
+
+        Kernels run asynchronously: without the wait, a stage that never reads its loss
+        back would time kernel launches, not the steps."""
+        devices.synchronize(step_devices)
+        if not self.steps:
+            return []
+        elapsed = time.perf_counter() - self.started
+        waited = sum(data for _, data, _ in self.steps)
+        compute = max(elapsed - waited, 0.0) / len(self.steps)
+        losses = []
+        for samples, data_seconds, loss in self.steps:
+            value = None if loss is None else float(loss)
+            metrics.observe_step(samples, data_seconds, compute, value)
+            if value is not None:
+                losses.append(value)
+        self.steps = []
+        return losses
 
 
 def _optimizer_share(

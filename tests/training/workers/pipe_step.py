@@ -26,7 +26,8 @@ def one_case(world: World, out: Path, size: int, case: str) -> None:
     x, y = digits_batch(size)
     loss = step.forward_backward(x, y)
     grads = {n: p.grad.clone() for n, p in stage.named_parameters() if p.grad is not None}
-    torch.save({"loss": loss, "grads": grads}, out / f"{name}-rank{world.rank}.pt")
+    value = None if loss is None else float(loss)
+    torch.save({"loss": value, "grads": grads}, out / f"{name}-rank{world.rank}.pt")
 
 
 def main() -> None:
