@@ -9,7 +9,7 @@ import pytest
 
 from multigpu_train import config, dist_pipeline, imagefolder
 from multigpu_train.devices import select_backend, select_device, select_devices
-from multigpu_train.errors import SetupError
+from multigpu_train.errors import SETUP_ERROR_EXIT_CODE, SetupError
 from multigpu_train.world import read_world
 from training import procs
 
@@ -249,13 +249,21 @@ PROCESS_CASES = [
 
 @pytest.mark.parametrize(("module", "environ", "message"), PROCESS_CASES)
 def test_entrypoint_exits_with_the_message(
-    module: str, environ: dict[str, str], message: str
+    module: str, environ: dict[str, str], message: str, tmp_path: Path
 ) -> None:
-    done = procs.run(module, [], procs.clean_env(environ), timeout=90)
-    assert done.returncode != 0
+    termination_log = tmp_path / "termination-log"
+    termination_log.touch()  # the kubelet creates it; the trainer fills it
+    env = procs.clean_env({**environ, "MGJ_TERMINATION_LOG": str(termination_log)})
+    done = procs.run(module, [], env, timeout=90)
+    # A code of its own, which the operator does not retry (policy/failures.py).
+    assert done.returncode == SETUP_ERROR_EXIT_CODE == 78, done.output[-3000:]
     last_line = done.output.strip().splitlines()[-1]
     assert last_line.startswith("multigpu_train.errors.SetupError: "), done.output[-3000:]
     assert message in last_line
+    assert "Traceback" not in done.output
+    written = termination_log.read_text()
+    assert written.startswith("SetupError: ")
+    assert message in written
 
 
 def test_rank_whose_master_never_comes_times_out() -> None:

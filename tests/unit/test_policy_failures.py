@@ -17,6 +17,11 @@ def container(name: str, code: int | None = None) -> dict[str, Any]:
     return {"name": name, "state": state}
 
 
+def setup_error_container(code: int, message: str) -> dict[str, Any]:
+    term = {"exitCode": code, "reason": "Error", "message": message}
+    return {"name": "trainer", "state": {"terminated": term}}
+
+
 def failed_pod(*containers: dict[str, Any], **status: Any) -> dict[str, Any]:
     p = pod(0, "Failed")
     p["status"].update(containerStatuses=list(containers), **status)
@@ -45,6 +50,40 @@ def failed_pod(*containers: dict[str, Any], **status: Any) -> dict[str, Any]:
             failed_pod(reason="Evicted"),
             Failure("job-0", "0", None, "Evicted", "uid-0-1"),
             id="the-pod-reason-without-containers",
+        ),
+        pytest.param(
+            failed_pod(setup_error_container(78, "SetupError: MGJ_PIPELINE_STAGES=4 but ...")),
+            Failure(
+                "job-0",
+                "0",
+                78,
+                "SetupError",
+                "uid-0-1",
+                False,
+                "MGJ_PIPELINE_STAGES=4 but ...",
+                True,
+            ),
+            id="a-setup-error-by-its-exit-code-with-the-trainers-message",
+        ),
+        pytest.param(
+            # torchrun exits 1 whatever its worker did; the worker's message says it.
+            failed_pod(setup_error_container(1, "SetupError: no CUDA device is visible")),
+            Failure(
+                "job-0",
+                "0",
+                1,
+                "SetupError",
+                "uid-0-1",
+                False,
+                "no CUDA device is visible",
+                True,
+            ),
+            id="a-setup-error-under-torchrun-by-its-message",
+        ),
+        pytest.param(
+            failed_pod(setup_error_container(1, "some other message")),
+            Failure("job-0", "0", 1, "Error", "uid-0-1"),
+            id="another-message-is-no-setup-error",
         ),
         pytest.param(
             pod(2, "Failed", disrupted=True),

@@ -118,6 +118,28 @@ def failed_as(reason: str) -> list[tuple[str, bool, str]]:
             id="exitcode-listed-is-retried",
         ),
         pytest.param(
+            job(),
+            [*running(0), pod(1, "Failed", exit_code=78)],
+            CREATED,
+            progress(),
+            expect(stop=Phase.FAILED, last=("job-1", 78, 1), changes=failed_as("SetupError")),
+            id="a-setup-error-is-not-retried-under-onfailure",
+        ),
+        pytest.param(
+            job(runPolicy={"restartPolicy": "ExitCode", "retryableExitCodes": [78]}),
+            [*running(0), pod(1, "Failed", exit_code=78)],
+            CREATED,
+            progress(),
+            expect(
+                stop=Phase.RESTARTING,
+                counters=(2, 1),
+                delete=("job-0", "job-1"),
+                last=("job-1", 78, 1),
+                changes=RESTART,
+            ),
+            id="a-setup-error-listed-is-retried",
+        ),
+        pytest.param(
             job(runPolicy={"backoffLimit": 2}),
             [*running(0, attempt=3), pod(1, "Failed", attempt=3, exit_code=1)],
             {"attempt": 3, "createdAttempt": 3},

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from multigpu_train import distributed, models
 from multigpu_train.config import TrainConfig
+from multigpu_train.errors import exit_on_setup_error
 from multigpu_train.precision import Precision
 from multigpu_train.startup import start
 from multigpu_train.steps import ForwardBackward
@@ -58,7 +59,8 @@ def train(argv: Sequence[str] | None = None) -> float:
 
 @record
 def main() -> None:
-    train(sys.argv[1:])
+    with exit_on_setup_error():
+        train(sys.argv[1:])
     distributed.exit_after_success()
 
 

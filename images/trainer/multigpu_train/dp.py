@@ -13,7 +13,7 @@ from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from multigpu_train import devices, models
-from multigpu_train.errors import SetupError
+from multigpu_train.errors import SetupError, exit_on_setup_error
 from multigpu_train.precision import Precision
 from multigpu_train.startup import start
 from multigpu_train.steps import ForwardBackward
@@ -41,7 +41,8 @@ def train(argv: Sequence[str] | None = None) -> float:
 
 @record
 def main() -> None:
-    train(sys.argv[1:])
+    with exit_on_setup_error():
+        train(sys.argv[1:])
 
 
 if __name__ == "__main__":

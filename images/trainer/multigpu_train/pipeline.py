@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from multigpu_train import devices, dist_pipeline, distributed, models
+from multigpu_train.errors import exit_on_setup_error
 from multigpu_train.local_pipeline import LocalPipeline, stage_devices
 from multigpu_train.precision import Precision
 from multigpu_train.startup import Started, start
@@ -91,7 +92,8 @@ def train(argv: Sequence[str] | None = None) -> float:
 
 @record
 def main() -> None:
-    train(sys.argv[1:])
+    with exit_on_setup_error():
+        train(sys.argv[1:])
     distributed.exit_after_success()
 
 

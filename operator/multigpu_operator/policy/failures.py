@@ -23,6 +23,8 @@ class Failure:
     disrupted: bool = False
     # What the user can do about it, or what the kubelet said (an eviction's message).
     detail: str = ""
+    # The trainer found a set-up that cannot work: every attempt would fail alike.
+    setup_error: bool = False
 
     def message(self) -> str:
         code = f" with exit code {self.exit_code}" if self.exit_code is not None else ""
@@ -79,14 +81,28 @@ def _failure(pod: Mapping[str, Any]) -> Failure:
         return Failure(name_of(pod), replica, None, "Evicted", uid, detail=kubelet_message)
     container, term = _terminated(pod) or ("", None)
     reason = (term or {}).get("reason") or status.get("reason") or "Failed"
+    exit_code = int(term["exitCode"]) if term and "exitCode" in term else None
+    # Under torchrun the container exits 1 whatever the worker did; the worker's
+    # termination message still says it was a set-up error.
+    said = str((term or {}).get("message") or "").strip()
+    if exit_code == SETUP_ERROR_EXIT_CODE or said.startswith(SETUP_ERROR_PREFIX):
+        detail = said.removeprefix(SETUP_ERROR_PREFIX)
+        return Failure(name_of(pod), replica, exit_code, SETUP_ERROR, uid, False, detail, True)
     return Failure(
         pod=name_of(pod),
         replica=replica,
-        exit_code=int(term["exitCode"]) if term and "exitCode" in term else None,
+        exit_code=exit_code,
         reason=reason,
         uid=uid,
         detail=_OOM_ADVICE.format(container=container) if reason == OOM_KILLED else "",
     )
+
+
+# The trainer image's exit code and termination message for a set-up that cannot work
+# (multigpu_train/errors.py): the same image, flags and data fail the same way again.
+SETUP_ERROR = "SetupError"
+SETUP_ERROR_EXIT_CODE = 78
+SETUP_ERROR_PREFIX = "SetupError: "
 
 
 OOM_KILLED = "OOMKilled"

@@ -16,7 +16,13 @@ from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.policy.conditions import cleared, condition
 from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.failures import Failure, failures, lost_pod
+from multigpu_operator.policy.failures import (
+    SETUP_ERROR,
+    SETUP_ERROR_EXIT_CODE,
+    Failure,
+    failures,
+    lost_pod,
+)
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
@@ -94,12 +100,16 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
 
 
 def may_retry(policy: RunPolicy, failure: Failure, restarts: int) -> bool:
+    if failure.setup_error and SETUP_ERROR_EXIT_CODE not in policy.retryable_exit_codes:
+        return False  # deterministic: the next attempt would hold the GPUs to fail alike
     return policy.retries(failure.exit_code) and restarts < policy.backoff_limit
 
 
 def give_up(policy: RunPolicy, failure: Failure, progress: Progress) -> Outcome:
     """The job fails, saying why this failure was not retried."""
     last = Outcome(status={"lastFailure": failure.as_status(progress.attempt)})
+    if failure.setup_error:
+        return last.then(fail(SETUP_ERROR, f"{failure.message()} (not retried)"))
     if policy.retries(failure.exit_code):
         return last.then(
             fail(
