@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import torch
 
-from multigpu_train import driver
+from multigpu_train import driver, shared_gpus
 from multigpu_train.errors import SetupError
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ def select_devices(
         if requested == "cuda" or wanted > 0:
             raise SetupError(_no_cuda_message(wanted, driver.diagnose()))
         return [torch.device("cpu")]
+    if cuda_count is None:
+        shared_gpus.check_visible(count)
     return [torch.device("cuda", i) for i in range(count)]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from multigpu_train import config, data, devices, logs, metrics, precision
+from multigpu_train import config, data, devices, logs, metrics, precision, shared_gpus
 from multigpu_train.world import World, read_world
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ def start(argv: Sequence[str] | None, groups: Sequence[str], prog: str) -> Start
     logs.setup(world.rank)
     cfg = config.parse(argv, environ, groups=("common", *groups), prog=prog)
     device = devices.select_device(cfg.device, world.local_rank, environ)
+    shared_gpus.check(world, device, environ)
     backend = devices.select_backend(cfg.backend, device)
     precision.check_supported(cfg.precision, device)
     precision.set_tf32(cfg.tf32, device)
