@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,6 +53,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATH",
         help=f"also write every line and figure as JSON to PATH (default ${REPORT_ENV}); "
         "rewritten after each step, so a run cut short leaves what it did",
+    )
+    parser.add_argument(
+        "--runs-budget",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="start no further technique run after this many seconds (each skipped one is "
+        "reported); the figures are measured anyway. 0: no limit",
     )
     return parser.parse_args(argv)
 
@@ -122,10 +131,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"CPU dry run: {target.count} CPU processes stand in for GPUs; "
             "every figure below is a CPU figure",
         )
+    started = time.monotonic()
+
+    def in_budget(name: str) -> bool:
+        spent = time.monotonic() - started
+        if args.runs_budget and spent > args.runs_budget:
+            report.skip(name, f"--runs-budget {args.runs_budget:g} s spent ({spent:.0f} s)")
+            return False
+        return True
+
     for spec in runs.technique_runs(target):
-        report.run(runs.run(spec))
-    report.run(runs.resume_run(target))
-    report.run(runs.elastic_run(target))
+        if in_budget(spec.name):
+            report.run(runs.run(spec))
+    if in_budget(runs.EXTRA_RUNS[0]):
+        report.run(runs.resume_run(target))
+    if in_budget(runs.EXTRA_RUNS[1]):
+        report.run(runs.elastic_run(target))
     figures.measure_all(report, target, args.peak_tflops)
     for name, why in figures.skipped(target):
         report.skip(name, why)
