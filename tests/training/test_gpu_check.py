@@ -7,6 +7,7 @@ the arithmetic of the figures, and the measurements on CPU stand-ins for two GPU
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,3 +215,10 @@ def test_figures_on_two_cpu_stand_ins(capsys: pytest.CaptureFixture[str]) -> Non
         assert label in out
     assert "(gloo, 2 ranks, 4 MiB)" in out
     assert "% of 1 TFLOP/s" in out
+
+
+def test_runs_find_the_package_this_check_was_started_from() -> None:
+    env = runs.child_env({"MGJ_DEVICE": "cpu"})
+    source = str(Path(runs.__file__).resolve().parents[2])
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == source
+    assert env["MGJ_DEVICE"] == "cpu"

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import multigpu_train
+
 # Variables of the launch contract: a run must not inherit those of a pod it runs in.
 CONTRACT_NAMES = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
@@ -69,6 +71,9 @@ def child_env(extra: Mapping[str, str]) -> dict[str, str]:
         if k not in CONTRACT_NAMES and not k.startswith(CONTRACT_PREFIXES)
     }
     env["PYTHONUNBUFFERED"] = "1"
+    # The package as this process found it (a source tree on a relative PYTHONPATH too).
+    source = str(Path(multigpu_train.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
     return {**env, **extra}
 
 
