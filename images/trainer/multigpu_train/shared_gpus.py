@@ -35,7 +35,10 @@ WAIT_S = 30.0
 
 
 def uuid_of(index: int) -> str:
-    return str(torch.cuda.get_device_properties(index).uuid)
+    """The GPU's UUID; its index where this torch does not report one (nothing shared
+    can then be seen)."""
+    uuid = getattr(torch.cuda.get_device_properties(index), "uuid", None)
+    return str(uuid) if uuid is not None else f"index-{index}"
 
 
 def duplicate(uuids: Mapping[int, str], what: str) -> str | None:
