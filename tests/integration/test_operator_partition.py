@@ -1,0 +1,148 @@
+"""A partitioned leader on the real control plane: two operators with leader election, the
+leader frozen (SIGSTOP: its connections stay open and it answers nothing, as behind a
+partition) past the lease duration while the other takes over and creates pods, then
+resumed. The old leader must notice it lost the Lease before it writes anything, stop
+acting without exiting, and run for the Lease again: it leads and acts once the new
+leader hands over. Every write of both processes is counted on /metrics
+(mgj_api_requests_total); no job ends with a missing or duplicate replica index.
+
+While the old leader resumes, the new one is frozen too, for less than its renew
+deadline: a job created then is work that only a replica still acting would do, so a
+write by the old leader after it lost the Lease cannot hide behind the new leader's.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.localcluster import LocalCluster
+from multigpu_operator.api.names import LABEL_REPLICA_INDEX
+from multigpu_operator.leadership import LeaseTimings
+from support.jobs import RUN_LONG, JobEnv, job_manifest
+from support.operator_log import reconcile_errors, troubles
+from support.operator_looks import samples
+from support.operator_process import OperatorProcess
+from support.waiting import wait_for
+
+ELECTION = {"MGJ_LEADER_ELECTION": "true", "MGJ_LEASE_NAME": "multigpu-operator"}
+TIMINGS = LeaseTimings()  # the defaults: 10 s lease, 7 s renew deadline, 2 s retry period
+REPLICAS = 2
+# How long the new leader stays frozen while the old one resumes: well inside its renew
+# deadline, so it keeps the Lease.
+NEW_LEADER_FROZEN = TIMINGS.renew_deadline / 2
+WRITES = ("create", "update", "patch", "delete")
+LOST = "stopped reconciling; running for the Lease again"
+
+
+@pytest.fixture
+def pair(
+    installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[list[OperatorProcess]]:
+    operators = [
+        OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / f"{name}.log", ELECTION)
+        for name in ("a", "b")
+    ]
+    for operator in operators:
+        operator.start()
+    yield operators
+    for operator in operators:
+        if operator.proc is not None and operator.proc.poll() is None:
+            operator.proc.send_signal(signal.SIGCONT)  # a failed test may leave it frozen
+        operator.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        for operator in operators:
+            print(f"--- {operator.log_path.name} ---\n{operator.log()}")
+
+
+def leading(operator: OperatorProcess) -> bool:
+    return any(name == "mgj_leader" and value == 1 for name, _, value in samples(operator))
+
+
+def writes(operator: OperatorProcess) -> float:
+    """Write requests the process has sent, answered or not, the Lease's left out."""
+    return sum(
+        value
+        for name, labels, value in samples(operator)
+        if name == "mgj_api_requests_total"
+        and labels.get("verb") in WRITES
+        and labels.get("resource") != "leases"
+    )
+
+
+def freeze(operator: OperatorProcess) -> None:
+    assert operator.proc is not None
+    operator.proc.send_signal(signal.SIGSTOP)
+
+
+def thaw(operator: OperatorProcess) -> None:
+    assert operator.proc is not None
+    operator.proc.send_signal(signal.SIGCONT)
+
+
+def indices(jobs: JobEnv, name: str) -> list[str]:
+    return sorted(p.metadata.labels[LABEL_REPLICA_INDEX] for p in jobs.pods(name))
+
+
+def running(jobs: JobEnv, name: str) -> None:
+    wait_for(lambda: jobs.running(name, REPLICAS), f"{name} running", timeout=60)
+    assert indices(jobs, name) == [str(i) for i in range(REPLICAS)], name
+
+
+def test_a_partitioned_leader_stops_before_writing_and_runs_again(
+    pair: list[OperatorProcess], jobs: JobEnv
+) -> None:
+    wait_for(lambda: sum(map(leading, pair)) == 1 and all(o.ready() for o in pair), "a leader")
+    old, new = pair if leading(pair[0]) else pair[::-1]
+    jobs.apply(job_manifest("before", replicas=REPLICAS, annotations=RUN_LONG))
+    running(jobs, "before")
+    old_writes = writes(old)
+
+    # The leader partitioned past its Lease: the other takes over and acts.
+    freeze(old)
+    frozen_at = time.monotonic()
+    wait_for(lambda: leading(new), "the standby leading", timeout=3 * TIMINGS.lease_duration)
+    assert time.monotonic() - frozen_at >= TIMINGS.renew_deadline
+    jobs.apply(job_manifest("during", replicas=REPLICAS, annotations=RUN_LONG))
+    running(jobs, "during")
+
+    # Work appears that only an acting replica would do, and the old leader resumes.
+    freeze(new)
+    new_frozen_at = time.monotonic()
+    try:
+        jobs.apply(job_manifest("after", replicas=REPLICAS, annotations=RUN_LONG))
+        thaw(old)
+        wait_for(lambda: LOST in old.log(), "the old leader to stop", timeout=NEW_LEADER_FROZEN)
+        assert not leading(old)
+        # Its workers are gone: from here on it cannot write until it leads again.
+        assert writes(old) == old_writes, "the old leader wrote after it lost the Lease"
+        assert jobs.pods("after") == []
+    finally:
+        time.sleep(max(0.0, NEW_LEADER_FROZEN - (time.monotonic() - new_frozen_at)))
+        thaw(new)
+    running(jobs, "after")
+    assert leading(new)
+    assert not leading(old)
+    assert writes(old) == old_writes
+    assert old.proc is not None
+    assert old.proc.poll() is None, "the old leader exited"
+
+    # It stands by, alive and warm, and leads and acts again once the Lease is handed over.
+    wait_for(old.ready, "the old leader a ready candidate")
+    new.terminate()
+    wait_for(lambda: leading(old), "the old leader leading again", timeout=TIMINGS.lease_duration)
+    jobs.apply(job_manifest("again", replicas=REPLICAS, annotations=RUN_LONG))
+    running(jobs, "again")
+    assert writes(old) > old_writes
+    for name in ("before", "during", "after"):
+        assert indices(jobs, name) == [str(i) for i in range(REPLICAS)], name
+    assert reconcile_errors(old) == 0
+    # The warnings it logged are the loss itself; nothing else, no traceback.
+    lines = troubles(old)
+    assert lines, old.log()
+    assert all("Lease" in line or "leadership" in line for line in lines), lines
