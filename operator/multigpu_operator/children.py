@@ -3,7 +3,8 @@
 The Service and the pods are created by the controller's pass (controller.py); a child
 the server refuses is the job's to fix (validation, admission) or a quota to wait for,
 told apart here from what is not the job's doing (an outage, the operator's RBAC, the
-namespace going), which is raised.
+namespace going), which is raised. A job that creates no pods yet has its template
+checked by a dry run of its first pod instead (policy/template_check.py).
 """
 
 from __future__ import annotations
@@ -12,14 +13,27 @@ import asyncio
 from typing import Any
 
 from multigpu_operator import metrics
+from multigpu_operator.api.spec import Job
 from multigpu_operator.cluster.admission import refused_field
-from multigpu_operator.cluster.errors import AccessDenied, Forbidden, Invalid, NamespaceTerminating
+from multigpu_operator.cluster.errors import (
+    AccessDenied,
+    Forbidden,
+    Invalid,
+    NamespaceTerminating,
+    QuotaExceeded,
+)
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.step import Decision
+from multigpu_operator.policy.template_check import pod_to_dry_run
 
 # Pods are created this many at a time, and no more batches once one is refused: a job
 # of thousands of pods whose template the server rejects costs one batch of requests.
 CREATE_BATCH = 100
+# How the API server refuses a dry run that an admission webhook with side effects cannot
+# take part in (k8s.io/apiserver's NewDryRunUnsupportedErr): nothing about the pod.
+_DRY_RUN_UNSUPPORTED = "does not support dry run"
 
 
 class WaitingFor(Exception):
@@ -80,3 +94,43 @@ def _refusal(error: BaseException) -> Invalid | Forbidden | None:
     if isinstance(error, NamespaceTerminating | AccessDenied):
         return None
     return error if isinstance(error, Invalid | Forbidden) else None
+
+
+class TemplateChecks:
+    """The generation of each job (by UID) whose pod template the server accepted: at
+    most one dry run per generation, none for a pass that creates pods (the creates check
+    the template). Kept in memory: an operator restart checks a waiting job once more."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._checked: dict[str, int] = {}
+
+    def forget(self, uid: str) -> None:
+        self._checked.pop(uid, None)
+
+    async def check(
+        self,
+        job: Job,
+        desired: DesiredState,
+        pods: list[dict[str, Any]],
+        decision: Decision,
+    ) -> Invalid | Forbidden | None:
+        """The server's refusal of the job's template, if a dry run is due and refused."""
+        uid, generation = job.ref.uid, job.generation
+        if decision.create_pods:
+            # Refused, the job fails; a full quota or an outage: the creates come again.
+            self._checked[uid] = generation
+        pod = pod_to_dry_run(decision, desired, pods, generation, self._checked.get(uid))
+        if pod is None:
+            return None
+        try:
+            await self._cluster.dry_run_pod(job.ref.namespace, pod)
+        except (Invalid, Forbidden) as err:
+            refused = _refusal(err)
+            if refused is None:
+                raise
+            # A full quota is waited for once pods are created, not a fault of the template.
+            if not isinstance(refused, QuotaExceeded) and _DRY_RUN_UNSUPPORTED not in err.message:
+                return refused
+        self._checked[uid] = generation
+        return None

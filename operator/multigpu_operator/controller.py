@@ -29,6 +29,7 @@ from multigpu_operator.api.crd import crd
 from multigpu_operator.api.server_rules import rules_enforced_since
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.children import (
+    TemplateChecks,
     WaitingFor,
     create_pods,
     create_service,
@@ -93,6 +94,7 @@ class Controller:
         self._reconcilers: list[asyncio.Task[None]] = []
         self.plans = PlanCache()
         self.status = StatusWriter(cluster, self.jobs, self._wake, clock)
+        self.templates = TemplateChecks(cluster)  # dry runs of templates (children.py)
 
     async def start(self, reconcile: bool = True) -> None:
         """Start the caches, and the workers unless a leader election starts them."""
@@ -165,6 +167,7 @@ class Controller:
         """The job with `uid` is gone: no more passes, timers, metrics series or plans.
         (A new job of the same name, already cached, is left alone.)"""
         self.plans.forget(uid)
+        self.templates.forget(uid)
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
@@ -260,6 +263,12 @@ class Controller:
             self.nodes.nodes(),
             *queued,
         )
+        # A template no pod is created from yet is checked now (once per generation): a
+        # refusal fails the job from this pass's status, as a refused create does.
+        refused = await self.templates.check(job, desired, pods, decision)
+        if refused is not None:
+            await self.status.refused(body, "Pod", refused, decision.status)
+            return
         # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
         # (A new job's attempt 1 needs no write first: policy/status.py first_write_waits.)
         update = StatusUpdate(decision.status, decision.events, decision.entered)

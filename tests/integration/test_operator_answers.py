@@ -94,6 +94,30 @@ def test_refused_pods_fail_their_jobs_naming_the_field_and_the_servers_message(
     assert_calm(operator)
 
 
+def test_a_suspended_job_with_a_misspelt_field_fails_at_once_naming_it(
+    operator: OperatorProcess, jobs: JobEnv
+) -> None:
+    typo = job_manifest("typo-suspended", suspend=True)
+    typo["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    jobs.apply(typo)
+    jobs.apply(job_manifest("suspended", suspend=True))
+
+    # Never resumed: the operator's dry run of its first pod met the same strict field
+    # validation a create meets.
+    status = jobs.wait_phase("typo-suspended", "Failed")
+    failed = condition(status, "Failed")
+    assert failed["reason"] == "InvalidPodTemplate"
+    assert 'unknown field "spec.containers[0].imagePullPolicyy"' in failed["message"]
+    assert condition(status, "Suspended")["status"] == "True"
+    assert not jobs.pods("typo-suspended")
+    posted = wait_for(partial(events_of, jobs, "typo-suspended"), "its event")
+    assert ("Warning", "InvalidPodTemplate") in {(e["type"], e["reason"]) for e in posted}
+    # A valid suspended job is checked as well, and stays suspended.
+    assert jobs.wait_phase("suspended", "Suspended")
+    assert not jobs.pods("suspended")
+    assert_calm(operator)
+
+
 def test_a_full_quota_is_waited_for_then_the_pods_are_created(
     operator: OperatorProcess, jobs: JobEnv
 ) -> None:

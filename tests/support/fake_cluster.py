@@ -217,6 +217,10 @@ class FakeCluster:
         self._pod_changed("ADDED", created)
         return True
 
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        # Accepted, unless a test made it fail (`fail("dry_run_pod", ...)`); nothing stored.
+        await self._call("dry_run_pod", namespace, pod["metadata"]["name"])
+
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         name = service["metadata"]["name"]
         await self._call("create_service", namespace, name)

@@ -56,6 +56,23 @@ async def test_a_normally_starting_job_costs_its_pods_its_service_and_two_status
     assert calls.keys() <= {"create_pod", "create_service", "patch_job_status", "post_event"}
 
 
+async def test_a_suspended_job_costs_one_dry_run_and_one_status_write_per_generation() -> None:
+    cluster = FakeCluster()
+    async with running_controller(cluster) as controller:
+        cluster.add_job("train", ddp_spec(replicas=PODS, suspend=True))
+        await asyncio.sleep(1)
+        controller.enqueue(("ns", "train"))  # a pass more, of the same generation
+        await asyncio.sleep(2 * COUNTS_WRITE_SECONDS)
+    assert cluster.status("train")["phase"] == "Suspended"
+    calls = writes(cluster)
+    # One request more than before: its first pod sent as a dry run, so that a misspelt
+    # template field fails it now rather than when it is resumed (policy/template_check.py);
+    # once per generation, never per pass. A job that creates its pods at once, as above,
+    # pays nothing: the creates are the check.
+    assert (calls["dry_run_pod"], calls["patch_job_status"], calls["create_service"]) == (1, 1, 1)
+    assert calls.keys() <= {"dry_run_pod", "create_service", "patch_job_status", "post_event"}
+
+
 async def test_pod_counts_alone_are_written_at_most_every_few_seconds_and_never_lost() -> None:
     cluster = FakeCluster()
     async with running_controller(cluster):

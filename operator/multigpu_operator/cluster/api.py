@@ -59,6 +59,13 @@ class Kube(KueueCalls):
         with api_request("create", "pods"):
             return await create(self.rest, path, pod, {"fieldValidation": "Strict"})
 
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Send `pod` as create_pod does, as a server-side dry run: checked by validation
+        and admission as a create, stored nowhere (policy/template_check.py)."""
+        path = collection("", "v1", "pods", namespace)
+        with api_request("dry-run", "pods"):
+            await create(self.rest, path, pod, {"fieldValidation": "Strict", "dryRun": "All"})
+
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         with api_request("create", "services"):
             return await create(self.rest, collection("", "v1", "services", namespace), service)

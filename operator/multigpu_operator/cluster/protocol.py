@@ -18,6 +18,12 @@ class Cluster(Protocol):
         fields included: strict field validation), a Forbidden when admission refuses it."""
         ...
 
+    async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        """Have the server check `pod` as create_pod would (validation, strict fields,
+        admission) without storing it (dryRun=All). Raises as create_pod; a pod of that
+        name existing is no error."""
+        ...
+
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         """Create a Service; False if one of that name exists. Raises as create_pod."""
         ...
