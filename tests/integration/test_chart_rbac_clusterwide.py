@@ -99,10 +99,11 @@ def plane() -> Iterator[LocalCluster]:
     # A list at resourceVersion 0 is served from the watch cache: once it answers, the
     # operator's first lists and watches are not answered 429 while it fills.
     for path in CACHED_LISTS:
-        wait_for(
-            lambda path=path: cluster.kubectl("get", "--raw", path, check=False).returncode == 0,
-            f"{path} served from the watch cache",
-        )
+
+        def served(path: str = path) -> bool:
+            return cluster.kubectl("get", "--raw", path, check=False).returncode == 0
+
+        wait_for(served, f"{path} served from the watch cache")
     yield cluster
     cluster.down()
 
@@ -203,11 +204,11 @@ def test_the_default_chart_rbac_runs_jobs_clusterwide_with_kueue_and_no_more(
         workload = wait_for(lambda: workload_of(plane, queued), "the job's Workload")
         admit(plane, queued, workload)
         for ns, name in ((plain, "plain"), (queued, "queued")):
-            wait_for(
-                lambda ns=ns, name=name: job_status(api, ns, name).get("phase") == "Succeeded",
-                f"{name} Succeeded under the chart's RBAC",
-                timeout=60,
-            )
+
+            def succeeded(ns: str = ns, name: str = name) -> bool:
+                return job_status(api, ns, name).get("phase") == "Succeeded"
+
+            wait_for(succeeded, f"{name} Succeeded under the chart's RBAC", timeout=60)
         finished = f"jsonpath={{.status.conditions[?(@.type=='{kueue.FINISHED}')].status}}"
         wait_for(
             lambda: (
@@ -241,6 +242,6 @@ def test_the_default_chart_rbac_runs_jobs_clusterwide_with_kueue_and_no_more(
     }  # fmt: skip
     assert not denied, f"the chart's RBAC lacks {denied}"
     # And nothing it was not meant to do (the check can say no).
-    for ns in (queued, None):
-        allowed = [never for never in NEVER if may(auth, *never, ns)]
-        assert allowed == [], f"the chart's RBAC grants more than it needs ({ns or 'all'})"
+    for scope in (queued, None):
+        allowed = [never for never in NEVER if may(auth, *never, scope)]
+        assert allowed == [], f"the chart's RBAC grants more than it needs ({scope or 'all'})"
