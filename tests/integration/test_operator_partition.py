@@ -9,13 +9,19 @@ leader hands over. Every write of both processes is counted on /metrics
 While the old leader resumes, the new one is frozen too, for less than its renew
 deadline: a job created then is work that only a replica still acting would do, so a
 write by the old leader after it lost the Lease cannot hide behind the new leader's.
+
+The other way to lose the Lease, someone else holding it, is staged on one operator by
+writing another holder over its Lease: it stops at its next renewal, writes nothing
+while it stands by, and takes the Lease back once that holder lets it expire.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,6 +43,7 @@ REPLICAS = 2
 NEW_LEADER_FROZEN = TIMINGS.renew_deadline / 2
 WRITES = ("create", "update", "patch", "delete")
 LOST = "stopped reconciling; running for the Lease again"
+INTRUDER = "another-replica"
 
 
 @pytest.fixture
@@ -60,19 +67,30 @@ def pair(
             print(f"--- {operator.log_path.name} ---\n{operator.log()}")
 
 
-def leading(operator: OperatorProcess) -> bool:
-    return any(name == "mgj_leader" and value == 1 for name, _, value in samples(operator))
+Samples = list[tuple[str, dict[str, str], float]]
 
 
-def writes(operator: OperatorProcess) -> float:
+def leading_in(values: Samples) -> bool:
+    return any(name == "mgj_leader" and value == 1 for name, _, value in values)
+
+
+def writes_in(values: Samples) -> float:
     """Write requests the process has sent, answered or not, the Lease's left out."""
     return sum(
         value
-        for name, labels, value in samples(operator)
+        for name, labels, value in values
         if name == "mgj_api_requests_total"
         and labels.get("verb") in WRITES
         and labels.get("resource") != "leases"
     )
+
+
+def leading(operator: OperatorProcess) -> bool:
+    return leading_in(samples(operator))
+
+
+def writes(operator: OperatorProcess) -> float:
+    return writes_in(samples(operator))
 
 
 def freeze(operator: OperatorProcess) -> None:
@@ -146,3 +164,51 @@ def test_a_partitioned_leader_stops_before_writing_and_runs_again(
     lines = troubles(old)
     assert lines, old.log()
     assert all("Lease" in line or "leadership" in line for line in lines), lines
+
+
+@pytest.fixture
+def lone(
+    installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[OperatorProcess]:
+    operator = OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / "a.log", ELECTION)
+    operator.start()
+    yield operator
+    operator.stop()
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(operator.log())
+
+
+def test_a_deposed_leader_stops_acting_stays_alive_and_takes_the_lease_back(
+    lone: OperatorProcess, jobs: JobEnv
+) -> None:
+    """Someone else holds the Lease (written over the leader's, as a replica that took
+    it would): the leader stops at its next renewal, acts on nothing while it stands
+    by, and takes the Lease once it expires (the intruder never renews it)."""
+    wait_for(lambda: leading(lone), "the operator leading")
+    renewed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = {"holderIdentity": INTRUDER, "renewTime": renewed, "leaseDurationSeconds": 10}
+    jobs.cluster.kubectl(
+        "patch", "lease", ELECTION["MGJ_LEASE_NAME"], "-n", jobs.namespace, "--type=merge",
+        "-p", json.dumps({"spec": spec}),
+    )  # fmt: skip
+    wait_for(lambda: LOST in lone.log(), "the deposed leader to stop", timeout=10)
+    assert not leading(lone)
+    assert f"the Lease is held by {INTRUDER}" in lone.log()
+    stood_by = writes(lone)
+    jobs.apply(job_manifest("meanwhile", replicas=REPLICAS, annotations=RUN_LONG))
+    # Every sample while it stands by shows no write; then it leads again, of itself.
+    seen: list[tuple[bool, float]] = []
+
+    def leads_again() -> bool:
+        values = samples(lone)
+        seen.append((leading_in(values), writes_in(values)))
+        return seen[-1][0]
+
+    wait_for(leads_again, "the Lease taken back", timeout=3 * TIMINGS.lease_duration)
+    assert all(count == stood_by for led, count in seen if not led), seen
+    assert len(seen) > 1
+    running(jobs, "meanwhile")
+    assert writes(lone) > stood_by
+    assert lone.proc is not None
+    assert lone.proc.poll() is None, "the deposed leader exited"
