@@ -43,7 +43,11 @@ class StallingProxy:
                 downstream, _ = self._listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(self.target)
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                downstream.close()  # the client sees a reset and tries again
+                continue
             self._sockets += [downstream, upstream]
             for pair in ((downstream, upstream), (upstream, downstream)):
                 threading.Thread(target=self._pump, args=pair, daemon=True).start()
@@ -62,7 +66,7 @@ class StallingProxy:
                 if not data:
                     break
                 sink.sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: select() on a socket closed meanwhile
             pass
         finally:
             for sock in (source, sink):
