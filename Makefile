@@ -73,9 +73,11 @@ integration: venv cluster-tools images
 
 prepare-test: venv cluster-tools images lint typecheck
 
+# Two workers: one runs every cluster test in order, the other the unit and training
+# tests beside it (tests/conftest.py); the cluster tests mostly wait, the others compute.
 test:
 	$(PARALLEL) prepare-test
-	$(BIN)/pytest tests
+	$(BIN)/pytest -n 2 tests
 
 cluster-up: venv cluster-tools images
 	$(CLUSTER) up

@@ -1,12 +1,20 @@
-"""Session-wide hooks: the tools that only a few tests need (build_tools's LATE_TOOLS)
-compile in the background while the other tests run, and the tests that start Kueue run
-last, so a cold session does not wait for a build that other tests could overlap."""
+"""Session-wide hooks.
+
+- The tools that only a few tests need (build_tools's LATE_TOOLS) compile in the
+  background while the other tests run, and the tests that start Kueue run last, so a cold
+  session does not wait for a build that other tests could overlap.
+- Under pytest-xdist (`make test` runs `-n 2`) every test of the local
+  cluster goes to one worker, one after another as without xdist (they share one control
+  plane, its GPUs and its real node), while the other worker runs the unit and training
+  tests, which need no cluster: the cluster tests mostly wait, the others mostly compute.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -15,10 +23,21 @@ from cluster.tools import LATE_TOOLS, cache_dir, start_late_build
 LATE_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
 # Tests marked so start Kueue: they go last, the longest build has the most time.
 LAST = "kueue"
+# Node ids are relative to the repository root.
+CLUSTER_SCOPE = "tests/integration/"
 
 
 def late_tools(item: pytest.Item) -> set[str]:
     return {tool for mark in item.iter_markers("uses_tools") for tool in mark.args}
+
+
+def xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def xdist_controller(config: pytest.Config) -> bool:
+    """The process that hands tests to xdist's workers (it collects none itself)."""
+    return bool(getattr(config.option, "numprocesses", None)) and not xdist_worker(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -28,15 +47,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if id(item) not in ids] + last
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's scope scheduling with every cluster test in one scope: one worker runs them
+    in collection order, the others take the rest test by test. (xdist's own loadgroup
+    marks do not group under pytest 9, whose node ids it can no longer rewrite.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ClusterTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return CLUSTER_SCOPE if nodeid.startswith(CLUSTER_SCOPE) else nodeid
+
+    return ClusterTestsTogether(config, log)
+
+
+def start_build(session: pytest.Session, tools: list[str]) -> None:
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    log = cache_dir() / "late-tools.log"
+    session.config.stash[LATE_BUILD] = start_late_build(tools, log)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # xdist's workers collect, not this process: it starts every late tool's build (a
+    # no-op once they are cached) and ends it with the session.
+    if xdist_controller(session.config) and not session.config.option.collectonly:
+        start_build(session, list(LATE_TOOLS))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     wanted = sorted({tool for item in session.items for tool in late_tools(item)})
     unknown = set(wanted) - set(LATE_TOOLS)
     if unknown:
         raise pytest.UsageError(f"uses_tools names unknown tools {sorted(unknown)}")
-    if wanted and not session.config.option.collectonly:
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        log = cache_dir() / "late-tools.log"
-        session.config.stash[LATE_BUILD] = start_late_build(wanted, log)
+    config = session.config
+    if wanted and not config.option.collectonly and not xdist_worker(config):
+        start_build(session, wanted)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
