@@ -97,11 +97,29 @@ class LocalCluster:
             check=check,
         )
 
-    def install_crds(self, path: Path) -> None:
-        """Apply CRDs server-side (large schemas exceed client-side apply's annotation)."""
+    def install_crds(self, path: Path, timeout: float = 90) -> None:
+        """Apply CRDs server-side (large schemas exceed client-side apply's annotation) and
+        wait until every CRD is Established, trying again until `timeout`: right after a
+        cluster's start on a busy machine the wait once failed for a CRD that was
+        Established moments later. A last failure carries kubectl's own words."""
         source = "-k" if (path / "kustomization.yaml").exists() else "-f"
-        self.kubectl("apply", "--server-side", "--force-conflicts", source, str(path))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
+        deadline = time.monotonic() + timeout
+        while True:
+            answer = self.kubectl(
+                "apply", "--server-side", "--force-conflicts", source, str(path), check=False
+            )
+            if answer.returncode == 0:
+                answer = self.kubectl(
+                    "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all",
+                    check=False,
+                )  # fmt: skip
+                if answer.returncode == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"CRDs of {path} not Established on {self.name}: {answer.stderr}"
+                )
+            time.sleep(1)
 
     @property
     def node_layout(self) -> NodeLayout:

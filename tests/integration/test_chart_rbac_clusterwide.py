@@ -91,21 +91,21 @@ NEVER = [
 @pytest.fixture(scope="module")
 def plane() -> Iterator[LocalCluster]:
     cluster = LocalCluster(build_tools(), CLUSTER)
-    cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
-    cluster.install_crds(REPO / "manifests/crd")
-    crds = Kueue(cluster).module / "config/components/crd/bases"
-    cluster.kubectl("apply", "--server-side", "-f", str(crds))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-    # A list at resourceVersion 0 is served from the watch cache: once it answers, the
-    # operator's first lists and watches are not answered 429 while it fills.
-    for path in CACHED_LISTS:
+    try:  # a set-up that fails half-way stops the cluster too
+        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
+        cluster.install_crds(REPO / "manifests/crd")
+        cluster.install_crds(Kueue(cluster).module / "config/components/crd/bases")
+        # A list at resourceVersion 0 is served from the watch cache: once it answers, the
+        # operator's first lists and watches are not answered 429 while it fills.
+        for path in CACHED_LISTS:
 
-        def served(path: str = path) -> bool:
-            return cluster.kubectl("get", "--raw", path, check=False).returncode == 0
+            def served(path: str = path) -> bool:
+                return cluster.kubectl("get", "--raw", path, check=False).returncode == 0
 
-        wait_for(served, f"{path} served from the watch cache")
-    yield cluster
-    cluster.down()
+            wait_for(served, f"{path} served from the watch cache")
+        yield cluster
+    finally:
+        cluster.down()
 
 
 @pytest.fixture

@@ -47,10 +47,12 @@ REPLICAS = 2
 @pytest.fixture(scope="module")
 def plane() -> Iterator[LocalCluster]:
     cluster = LocalCluster(build_tools(), OUTAGE_CLUSTER)
-    cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
-    cluster.install_crds(REPO / "manifests/crd")
-    yield cluster
-    cluster.down()
+    try:  # a set-up that fails half-way stops the cluster too
+        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
+        cluster.install_crds(REPO / "manifests/crd")
+        yield cluster
+    finally:
+        cluster.down()
 
 
 @pytest.fixture
