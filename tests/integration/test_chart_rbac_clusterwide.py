@@ -24,21 +24,20 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client, config
-from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.kueue import Kueue
 from cluster.localcluster import LocalCluster
-from cluster.tools import build_tools
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.chart import render
 from support.jobs import SIM, job_manifest, job_status
 from support.operator_log import reconcile_errors, refusals
+from support.operator_looks import api_requests
 from support.operator_process import OperatorProcess
+from support.own_cluster import own_cluster
 from support.service_account import service_account_kubeconfig
 from support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "mgj-rbac"
 RELEASE, RELEASE_NAMESPACE = "mgj", "multigpu-system"
 FULL_NAME = "mgj-multigpu-operator"
@@ -90,10 +89,7 @@ NEVER = [
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(build_tools(), CLUSTER)
-    try:  # a set-up that fails half-way stops the cluster too
-        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
-        cluster.install_crds(REPO / "manifests/crd")
+    with own_cluster(CLUSTER) as cluster:
         cluster.install_crds(Kueue(cluster).module / "config/components/crd/bases")
         # A list at resourceVersion 0 is served from the watch cache: once it answers, the
         # operator's first lists and watches are not answered 429 while it fills.
@@ -104,8 +100,6 @@ def plane() -> Iterator[LocalCluster]:
 
             wait_for(served, f"{path} served from the watch cache")
         yield cluster
-    finally:
-        cluster.down()
 
 
 @pytest.fixture
@@ -126,16 +120,6 @@ def new_namespace(plane: LocalCluster) -> str:
     name = f"rbac-{uuid.uuid4().hex[:6]}"
     plane.kubectl("create", "namespace", name)
     return name
-
-
-def api_requests(metrics: str) -> set[tuple[str, str]]:
-    """(verb, resource) pairs the operator sent, from mgj_api_requests_total."""
-    return {
-        (sample.labels["verb"], sample.labels["resource"])
-        for family in text_string_to_metric_families(metrics)
-        for sample in family.samples
-        if sample.name == "mgj_api_requests_total" and sample.value > 0
-    }
 
 
 def may(

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.localcluster import LocalCluster
 from support.chart import helm, installed
 from support.jobs import job_status
 from support.operator_log import reconcile_errors, refusals, troubles
+from support.operator_looks import api_requests
 from support.operator_process import OperatorProcess
 from support.service_account import service_account_kubeconfig
 from support.waiting import wait_for
@@ -93,16 +93,6 @@ def apply_example(cluster: LocalCluster, namespace: str) -> str:
         }
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(job))
     return str(job["metadata"]["name"])
-
-
-def api_requests(metrics: str) -> set[tuple[str, str]]:
-    """(verb, resource) pairs the operator sent, from mgj_api_requests_total."""
-    return {
-        (sample.labels["verb"], sample.labels["resource"])
-        for family in text_string_to_metric_families(metrics)
-        for sample in family.samples
-        if sample.name == "mgj_api_requests_total" and sample.value > 0
-    }
 
 
 def can_i(cluster: LocalCluster, namespace: str, verb: str, resource: str) -> bool:

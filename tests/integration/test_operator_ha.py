@@ -21,7 +21,7 @@ from integration.test_operator_faults import WAIT, check, drive_disrupted
 from cluster.localcluster import LocalCluster
 from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_log import reconcile_errors, troubles
-from support.operator_process import OperatorProcess
+from support.operator_process import OperatorProcess, replicas
 from support.waiting import wait_for
 
 SEED = int(os.environ.get("MGJ_FAULT_SEED", "13"))
@@ -39,19 +39,8 @@ def pair(
     installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[list[OperatorProcess]]:
     """Two operators with leader election, watching this test's namespace."""
-    operators = [
-        OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / f"{name}.log", ELECTION)
-        for name in ("a", "b")
-    ]
-    for operator in operators:
-        operator.start()
-    yield operators
-    for operator in operators:
-        operator.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        for operator in operators:
-            print(f"--- {operator.log_path.name} ---\n{operator.log()}")
+    with replicas(installed_crd.kubeconfig, namespace, tmp_path, ELECTION, request) as operators:
+        yield operators
 
 
 def leading(operator: OperatorProcess) -> bool:

@@ -22,15 +22,14 @@ from kubernetes import client, config
 
 from cluster.localcluster import LocalCluster
 from cluster.outage import api_server_stopped, frozen, lease_api_unavailable
-from cluster.tools import build_tools
 from multigpu_operator.api.names import LABEL_REPLICA_INDEX
 from multigpu_operator.leadership import LeaseTimings
 from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_looks import samples
-from support.operator_process import OperatorProcess
+from support.operator_process import OperatorProcess, replicas
+from support.own_cluster import own_cluster
 from support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
 # A name of its own: its API server is stopped and its etcd frozen.
 OUTAGE_CLUSTER = "mgj-outage"
 # Liveness fails after 20 s without progress (600 s by default), so the 30 s outage would
@@ -46,13 +45,8 @@ REPLICAS = 2
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(build_tools(), OUTAGE_CLUSTER)
-    try:  # a set-up that fails half-way stops the cluster too
-        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
-        cluster.install_crds(REPO / "manifests/crd")
+    with own_cluster(OUTAGE_CLUSTER) as cluster:
         yield cluster
-    finally:
-        cluster.down()
 
 
 @pytest.fixture
@@ -69,21 +63,9 @@ def jobs(plane: LocalCluster) -> Iterator[JobEnv]:
 def pair(
     jobs: JobEnv, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[list[OperatorProcess]]:
-    operators = [
-        OperatorProcess(
-            jobs.cluster.kubeconfig, jobs.namespace, tmp_path / f"{n}.log", OPERATOR_ENV
-        )
-        for n in ("a", "b")
-    ]
-    for operator in operators:
-        operator.start()
-    yield operators
-    for operator in operators:
-        operator.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        for operator in operators:
-            print(f"--- {operator.log_path.name} ---\n{operator.log()}")
+    kubeconfig = jobs.cluster.kubeconfig
+    with replicas(kubeconfig, jobs.namespace, tmp_path, OPERATOR_ENV, request) as operators:
+        yield operators
 
 
 @dataclass

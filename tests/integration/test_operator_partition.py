@@ -32,7 +32,7 @@ from multigpu_operator.leadership import LeaseTimings
 from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_log import reconcile_errors, troubles
 from support.operator_looks import samples
-from support.operator_process import OperatorProcess
+from support.operator_process import OperatorProcess, replicas
 from support.waiting import wait_for
 
 ELECTION = {"MGJ_LEADER_ELECTION": "true", "MGJ_LEASE_NAME": "multigpu-operator"}
@@ -50,21 +50,8 @@ INTRUDER = "another-replica"
 def pair(
     installed_crd: LocalCluster, namespace: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[list[OperatorProcess]]:
-    operators = [
-        OperatorProcess(installed_crd.kubeconfig, namespace, tmp_path / f"{name}.log", ELECTION)
-        for name in ("a", "b")
-    ]
-    for operator in operators:
-        operator.start()
-    yield operators
-    for operator in operators:
-        if operator.proc is not None and operator.proc.poll() is None:
-            operator.proc.send_signal(signal.SIGCONT)  # a failed test may leave it frozen
-        operator.stop()
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        for operator in operators:
-            print(f"--- {operator.log_path.name} ---\n{operator.log()}")
+    with replicas(installed_crd.kubeconfig, namespace, tmp_path, ELECTION, request) as operators:
+        yield operators
 
 
 Samples = list[tuple[str, dict[str, str], float]]

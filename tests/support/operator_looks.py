@@ -72,3 +72,13 @@ def idle(operator: OperatorProcess, namespace: str) -> bool:
         and gauges.get("mgj_active_workers") == 0
         and not cached
     )
+
+
+def api_requests(metrics: str) -> set[tuple[str, str]]:
+    """(verb, resource) pairs the operator sent, from mgj_api_requests_total."""
+    return {
+        (sample.labels["verb"], sample.labels["resource"])
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == "mgj_api_requests_total" and sample.value > 0
+    }

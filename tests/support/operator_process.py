@@ -10,8 +10,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 
 def free_port() -> int:
@@ -79,6 +82,7 @@ class OperatorProcess:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a failed test may have left it frozen
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=15)
@@ -109,3 +113,32 @@ class OperatorProcess:
                 return str(resp.read().decode())
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return None
+
+
+@contextmanager
+def replicas(
+    kubeconfig: Path,
+    namespace: str,
+    logs: Path,
+    env: Mapping[str, str],
+    request: pytest.FixtureRequest,
+    count: int = 2,
+) -> Iterator[list[OperatorProcess]]:
+    """`count` operators (logs a.log, b.log, ... in `logs`) started together, stopped
+    afterwards; their logs are printed when the test failed (the integration conftest
+    keeps each test's outcome as rep_call)."""
+    operators = [
+        OperatorProcess(kubeconfig, namespace, logs / f"{chr(ord('a') + i)}.log", env)
+        for i in range(count)
+    ]
+    try:
+        for operator in operators:
+            operator.start()
+        yield operators
+    finally:
+        for operator in operators:
+            operator.stop()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            for operator in operators:
+                print(f"--- {operator.log_path.name} ---\n{operator.log()}")
