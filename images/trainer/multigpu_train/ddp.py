@@ -37,14 +37,7 @@ def wrap(model: torch.nn.Module, device: torch.device, cfg: TrainConfig) -> Dist
 def train(argv: Sequence[str] | None = None) -> float:
     s = start(argv, ("ddp",), "multigpu_train.ddp")
     cfg, world = s.cfg, s.world
-    barrier = distributed.init_process_group(
-        world,
-        s.backend,
-        s.device,
-        cfg.init_timeout,
-        cfg.checkpoint_timeout,
-        checkpoints=cfg.checkpoint_dir is not None,
-    )
+    barrier = s.join()
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes).to(s.device)
         precision = Precision(cfg.precision, s.device.type)

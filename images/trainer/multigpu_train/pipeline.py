@@ -57,14 +57,7 @@ def train_distributed(s: Started) -> float:
     # Cut before joining: a model with too few layers for the ranks fails on every rank.
     model = models.build(cfg, s.data.sample_shape, s.data.classes)
     stage = dist_pipeline.own_stage(model, world.rank, world.world_size, s.device)
-    barrier = distributed.init_process_group(
-        world,
-        s.backend,
-        s.device,
-        cfg.init_timeout,
-        cfg.checkpoint_timeout,
-        checkpoints=cfg.checkpoint_dir is not None,
-    )
+    barrier = s.join()
     try:
         # The stages' fp16 scalers decide together whether a step overflowed.
         precision = Precision(cfg.precision, s.device.type, shared_by=dist.group.WORLD)

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 
 import torch
 
-from multigpu_train import config, data, devices, logs, metrics, precision, shared_gpus
+from multigpu_train import (
+    config,
+    data,
+    devices,
+    distributed,
+    logs,
+    metrics,
+    precision,
+    shared_gpus,
+)
 from multigpu_train.world import World, read_world
 
 log = logging.getLogger(__name__)
@@ -27,6 +36,18 @@ class Started:
     backend: str
     data: data.Data
     metrics: metrics.TrainerMetrics
+
+    def join(self) -> distributed.CheckpointBarrier:
+        """Join the job's process group with this run's timeouts; the checkpoint barrier's
+        own group only when checkpoints are on."""
+        return distributed.init_process_group(
+            self.world,
+            self.backend,
+            self.device,
+            self.cfg.init_timeout,
+            self.cfg.checkpoint_timeout,
+            checkpoints=self.cfg.checkpoint_dir is not None,
+        )
 
 
 def start(argv: Sequence[str] | None, groups: Sequence[str], prog: str) -> Started:
