@@ -116,6 +116,17 @@ def indices(jobs: JobEnv, name: str) -> list[str]:
     return sorted(p.metadata.labels[LABEL_REPLICA_INDEX] for p in jobs.pods(name))
 
 
+def schedulable(jobs: JobEnv) -> bool:
+    """Every node Ready and without the node lifecycle controller's taints: after an
+    outage its node is marked NotReady (tainted) if kwok's heartbeat resumes late."""
+    nodes = jobs.core.list_node().items
+    return bool(nodes) and all(
+        any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+        and not any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
+        for node in nodes
+    )
+
+
 def ride_out(
     pair: list[OperatorProcess],
     jobs: JobEnv,
@@ -126,8 +137,10 @@ def ride_out(
     """Run `outage` for `seconds` under the two operators, with `during` called once the
     leader's Lease may have expired; checks what holds across it and returns the samples."""
     wait_for(lambda: len(leaders(pair)) == 1, "exactly one leader", timeout=30)
+    # The previous test's outage may have left the node NotReady for a while.
+    wait_for(lambda: schedulable(jobs), "the node Ready and schedulable", timeout=120)
     jobs.apply(job_manifest("before", replicas=REPLICAS, annotations=RUN_LONG))
-    wait_for(lambda: len(jobs.running("before", REPLICAS)) == REPLICAS, "before running", 60)
+    wait_for(lambda: len(jobs.running("before", REPLICAS)) == REPLICAS, "before running", 90)
     watcher = Watcher(pair)
     thread = threading.Thread(target=watcher.run, daemon=True)
     thread.start()
