@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -36,6 +35,7 @@ from multigpu_train.data import Data
 from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.metrics import TrainerMetrics
 from multigpu_train.sampling import ResumableSampler
+from multigpu_train.step_window import StepWindow
 from multigpu_train.steps import RankStage, Step
 from multigpu_train.world import World
 
@@ -273,7 +273,7 @@ class Trainer:
         checkpoint_every = cfg.checkpoint_every_steps * cfg.grad_accum_steps
         self.model.train()
         losses: list[float] = []
-        window = _Window()
+        window = StepWindow()
         samples = index = 0
         started = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
@@ -393,40 +393,6 @@ class Trainer:
             # Workers start once, not every epoch.
             persistent_workers=cfg.data_workers > 0,
         )
-
-
-class _Window:
-    """Steps run since the host last waited for the GPUs: their start, samples, data
-    wait and loss (a tensor on the device until read)."""
-
-    def __init__(self) -> None:
-        self.steps: list[tuple[int, float, torch.Tensor | None]] = []
-        self.started = 0.0
-
-    def add(self, started: float, samples: int, data_seconds: float, loss: Any) -> None:
-        if not self.steps:
-            self.started = started
-        self.steps.append((samples, data_seconds, loss))
-
-    def observe(self, step_devices: list[torch.device], metrics: TrainerMetrics) -> list[float]:
-        """Wait for the GPUs, observe every step of the window, and return its losses.
-
-        Kernels run asynchronously: without the wait, a stage that never reads its loss
-        back would time kernel launches, not the steps."""
-        devices.synchronize(step_devices)
-        if not self.steps:
-            return []
-        elapsed = time.perf_counter() - self.started
-        waited = sum(data for _, data, _ in self.steps)
-        compute = max(elapsed - waited, 0.0) / len(self.steps)
-        losses = []
-        for samples, data_seconds, loss in self.steps:
-            value = None if loss is None else float(loss)
-            metrics.observe_step(samples, data_seconds, compute, value)
-            if value is not None:
-                losses.append(value)
-        self.steps = []
-        return losses
 
 
 def _optimizer_share(
