@@ -127,6 +127,29 @@ def schedulable(jobs: JobEnv) -> bool:
     )
 
 
+def cluster_state(jobs: JobEnv) -> str:
+    """What a failed wait needs to be understood: the namespace's pods and events, the
+    nodes, and the tail of the scheduler's and kwok's logs."""
+    lines = ["pods:"]
+    for pod in jobs.core.list_namespaced_pod(jobs.namespace).items:
+        conditions = [(c.type, c.status, c.reason) for c in pod.status.conditions or []]
+        lines.append(f"  {pod.metadata.name} {pod.status.phase} {pod.spec.node_name} {conditions}")
+    lines.append("events:")
+    for event in jobs.core.list_namespaced_event(jobs.namespace).items:
+        lines.append(f"  {event.involved_object.name} {event.reason}: {event.message}")
+    lines.append("nodes:")
+    for node in jobs.core.list_node().items:
+        ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
+        lines.append(f"  {node.metadata.name} ready={ready} taints={node.spec.taints}")
+    logs = jobs.cluster.kubeconfig.parent / "logs"
+    for name in ("kube-scheduler.log", "kwok-controller.log"):
+        path = logs / name
+        if path.exists():
+            tail = path.read_text(errors="replace").splitlines()[-15:]
+            lines += [f"{name}:"] + [f"  {line}" for line in tail]
+    return "\n".join(lines)
+
+
 def ride_out(
     pair: list[OperatorProcess],
     jobs: JobEnv,
@@ -140,7 +163,10 @@ def ride_out(
     # The previous test's outage may have left the node NotReady for a while.
     wait_for(lambda: schedulable(jobs), "the node Ready and schedulable", timeout=120)
     jobs.apply(job_manifest("before", replicas=REPLICAS, annotations=RUN_LONG))
-    wait_for(lambda: len(jobs.running("before", REPLICAS)) == REPLICAS, "before running", 90)
+    try:
+        wait_for(lambda: len(jobs.running("before", REPLICAS)) == REPLICAS, "before running", 90)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{cluster_state(jobs)}") from None
     watcher = Watcher(pair)
     thread = threading.Thread(target=watcher.run, daemon=True)
     thread.start()
@@ -181,7 +207,10 @@ def reconciled(jobs: JobEnv, *names: str) -> None:
         def running(name: str = name) -> list[object]:
             return jobs.running(name, REPLICAS)
 
-        wait_for(running, f"{name} running", timeout=90)
+        try:
+            wait_for(running, f"{name} running", timeout=90)
+        except AssertionError as error:
+            raise AssertionError(f"{error}\n{cluster_state(jobs)}") from None
         assert indices(jobs, name) == [str(i) for i in range(REPLICAS)]
 
 
