@@ -54,8 +54,3 @@ def spec_schema() -> Schema:
     """The schema of `spec`, with its cross-field rules."""
     spec: Schema = root_schema()["properties"]["spec"]
     return spec
-
-
-def status_schema() -> Schema:
-    status: Schema = root_schema()["properties"]["status"]
-    return status

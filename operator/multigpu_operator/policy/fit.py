@@ -123,10 +123,6 @@ def _labels(node: Node) -> Mapping[str, str]:
     return node.get("metadata", {}).get("labels") or {}
 
 
-def _node_name(node: Node) -> str:
-    return str(node.get("metadata", {}).get("name", "?"))
-
-
 def _has_labels(node: Node, selector: Mapping[str, str]) -> bool:
     labels = _labels(node)
     return all(labels.get(key) == value for key, value in selector.items())
