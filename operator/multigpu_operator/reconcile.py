@@ -38,8 +38,8 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.admission import Admission
 from multigpu_operator.policy.conditions import Conditions, Event, condition
+from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.step import (
     Decision,
     Observed,

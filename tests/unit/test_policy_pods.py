@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.policy.pods import (
-    PodCounts,
+    ObservedPodCounts,
     attempt_of,
     count_pods,
     replica_index,
@@ -64,7 +64,7 @@ def test_with_attempt_labels_a_copy() -> None:
 @pytest.mark.parametrize(
     ("pods", "counts"),
     [
-        pytest.param([], PodCounts(), id="none"),
+        pytest.param([], ObservedPodCounts(), id="none"),
         pytest.param(
             [
                 pod(0, "Pending"),
@@ -73,32 +73,32 @@ def test_with_attempt_labels_a_copy() -> None:
                 pod(3, "Failed"),
                 pod(4, "Unknown"),
             ],
-            PodCounts(pending=2, running=1, succeeded=1, failed=1),
+            ObservedPodCounts(pending=2, running=1, succeeded=1, failed=1),
             id="unknown-counts-as-pending",
         ),
         pytest.param(
             [pod(0, "Running", deleting=True), pod(1, "Running")],
-            PodCounts(running=1),
+            ObservedPodCounts(running=1),
             id="being-deleted-not-counted",
         ),
         pytest.param(
             [with_containers(pod(0, "Running"), sidecar="CrashLoopBackOff"), pod(1, "Running")],
-            PodCounts(pending=1, running=1),
+            ObservedPodCounts(pending=1, running=1),
             id="a-running-pod-whose-sidecar-crash-loops-does-not-run",
         ),
         pytest.param(
             [with_containers(pod(0, "Running"), trainer="ContainerCreating")],
-            PodCounts(pending=1),
+            ObservedPodCounts(pending=1),
             id="nor-one-whose-container-waits",
         ),
         pytest.param(
             [with_containers(pod(0, "Running"), sidecar=None, trainer=None)],
-            PodCounts(running=1),
+            ObservedPodCounts(running=1),
             id="every-container-running",
         ),
     ],
 )
-def test_count_pods(pods: list[dict[str, Any]], counts: PodCounts) -> None:
+def test_count_pods(pods: list[dict[str, Any]], counts: ObservedPodCounts) -> None:
     assert count_pods(pods) == counts
     assert counts.as_status() == {
         "pending": counts.pending,

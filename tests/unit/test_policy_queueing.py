@@ -10,7 +10,7 @@ from typing import Any
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.admission import admission_of
+from multigpu_operator.policy.kueue_admission import admission_of
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.reconcile import decide
 from support.lifecycle import T0

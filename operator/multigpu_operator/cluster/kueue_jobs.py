@@ -20,7 +20,7 @@ from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.workloads import WorkloadInformer
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass, build_workload
-from multigpu_operator.policy.admission import Admission, admission_of
+from multigpu_operator.policy.kueue_admission import Admission, admission_of
 from multigpu_operator.policy.queueing import dispatched_workload_change
 from multigpu_operator.policy.step import WorkloadChange
 

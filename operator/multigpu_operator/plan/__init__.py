@@ -12,12 +12,12 @@ from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.plan import env
-from multigpu_operator.plan.errors import Conflict, Conflicts, PlanError
+from multigpu_operator.plan.errors import FieldConflict, FieldConflicts, PlanError
 from multigpu_operator.plan.modes import ModeLayout, data_parallel, ddp, elastic, model_parallel
 from multigpu_operator.plan.pod import build_pod
 from multigpu_operator.plan.service import build_service
 
-__all__ = ["Conflict", "DesiredState", "PlanError", "plan_job"]
+__all__ = ["DesiredState", "FieldConflict", "PlanError", "plan_job"]
 
 _MODES: Mapping[Mode, Callable[[Job, int], ModeLayout]] = {
     Mode.DATA_PARALLEL: data_parallel.layout,
@@ -45,7 +45,7 @@ def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """
     n = job.spec.replicas if replicas is None else _check_override(job, replicas)
     layout = _MODES[job.spec.mode](job, n)
-    conflicts = Conflicts()
+    conflicts = FieldConflicts()
     pods = tuple(
         build_pod(job, i, [*env.common_env(job, i, n), *layout.env[i]], conflicts) for i in range(n)
     )

@@ -3,7 +3,7 @@
 The user's template is kept: anything the operator does not set passes through
 unchanged. Where the operator must set a field the user also set to something else, the
 result is a conflict naming that field, never a silent override. Conflicts are collected
-(`Conflicts`), not raised at the first: the planner raises one PlanError with all of them.
+(`FieldConflicts`), not raised at the first: the planner raises one PlanError with all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from multigpu_operator.api import names
 from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.template import trainer_index
 from multigpu_operator.plan.env import EnvVar
-from multigpu_operator.plan.errors import Conflicts
+from multigpu_operator.plan.errors import FieldConflicts
 from multigpu_operator.plan.meta import job_labels, owner_references
 from multigpu_operator.plan.security import add_security_defaults
 
@@ -34,7 +34,9 @@ RESTART_POLICY = "Never"
 ENV_DOC = "docs/env-contract.md"
 
 
-def build_pod(job: Job, index: int, env: Sequence[EnvVar], conflicts: Conflicts) -> dict[str, Any]:
+def build_pod(
+    job: Job, index: int, env: Sequence[EnvVar], conflicts: FieldConflicts
+) -> dict[str, Any]:
     """Pod `index` of `job`; `env` goes first on the training container. What conflicts
     with the template is added to `conflicts` (the pod is then not to be used)."""
     spec = job.spec
@@ -104,7 +106,7 @@ def build_pod(job: Job, index: int, env: Sequence[EnvVar], conflicts: Conflicts)
 
 
 def _metadata(
-    job: Job, index: int, name: str, user: dict[str, Any], conflicts: Conflicts
+    job: Job, index: int, name: str, user: dict[str, Any], conflicts: FieldConflicts
 ) -> dict[str, Any]:
     path = f"{TEMPLATE}.metadata"
     for key in ("name", "generateName", "namespace", "ownerReferences"):
@@ -125,7 +127,7 @@ def _metadata(
 
 
 def _add_env(
-    container: dict[str, Any], env: Sequence[EnvVar], cpath: str, conflicts: Conflicts
+    container: dict[str, Any], env: Sequence[EnvVar], cpath: str, conflicts: FieldConflicts
 ) -> None:
     user_env = _list(container.get("env"), f"{cpath}.env", conflicts)
     user_names = {str(var.get("name")) for var in user_env}
@@ -142,7 +144,7 @@ def _add_env(
 
 
 def _gpu_resources(
-    container: dict[str, Any], spec: JobSpec, cpath: str, conflicts: Conflicts
+    container: dict[str, Any], spec: JobSpec, cpath: str, conflicts: FieldConflicts
 ) -> None:
     resource = spec.gpu_resource
     want = str(spec.gpus_per_replica)
@@ -164,7 +166,7 @@ def _gpu_resources(
         container["resources"] = resources
 
 
-def _tolerate_gpus(pod_spec: dict[str, Any], path: str, conflicts: Conflicts) -> None:
+def _tolerate_gpus(pod_spec: dict[str, Any], path: str, conflicts: FieldConflicts) -> None:
     tolerations = _list(pod_spec.get("tolerations"), f"{path}.tolerations", conflicts)
     if not any(_tolerates_gpu_taint(t) for t in tolerations):
         tolerations.append(dict(GPU_TOLERATION))
@@ -186,7 +188,7 @@ def _add_shm(
     size: str,
     path: str,
     cpath: str,
-    conflicts: Conflicts,
+    conflicts: FieldConflicts,
 ) -> None:
     volumes = _list(pod_spec.get("volumes"), f"{path}.volumes", conflicts)
     if any(v.get("name") == SHM_VOLUME for v in volumes):
@@ -209,7 +211,7 @@ def _add_shm(
 
 
 def _set(
-    obj: dict[str, Any], key: str, value: Any, field: str, why: str, conflicts: Conflicts
+    obj: dict[str, Any], key: str, value: Any, field: str, why: str, conflicts: FieldConflicts
 ) -> None:
     """Set `key`, unless the user set it to something else."""
     if key in obj and obj[key] != value:
@@ -219,7 +221,7 @@ def _set(
     obj[key] = value
 
 
-def _mapping(obj: object, field: str, conflicts: Conflicts) -> dict[str, Any]:
+def _mapping(obj: object, field: str, conflicts: FieldConflicts) -> dict[str, Any]:
     """`obj` as an object; anything else is a conflict, and planning goes on with {}."""
     if obj is None:
         return {}
@@ -229,7 +231,7 @@ def _mapping(obj: object, field: str, conflicts: Conflicts) -> dict[str, Any]:
     return dict(obj)
 
 
-def _list(obj: object, field: str, conflicts: Conflicts) -> list[dict[str, Any]]:
+def _list(obj: object, field: str, conflicts: FieldConflicts) -> list[dict[str, Any]]:
     """`obj` as a list of objects; anything else is a conflict, and planning goes on
     without it."""
     if obj is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from multigpu_operator.plan.errors import Conflicts
+from multigpu_operator.plan.errors import FieldConflicts
 
 # The trainer image's user and group (images/trainer/Dockerfile).
 TRAINER_IMAGE_GID = 10001
@@ -42,7 +42,7 @@ def add_security_defaults(
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]],
     path: str,
-    conflicts: Conflicts,
+    conflicts: FieldConflicts,
 ) -> None:
     """Add to `pod_spec` and its training `container` what the template left unset
     (module docstring). `volumes` and `mounts` are the pod's volumes and the container's
@@ -54,7 +54,7 @@ def add_security_defaults(
         _add_tmp(pod_spec, container, volumes, mounts, path, conflicts)
 
 
-def _default_fs_group(pod_spec: dict[str, Any], path: str, conflicts: Conflicts) -> None:
+def _default_fs_group(pod_spec: dict[str, Any], path: str, conflicts: FieldConflicts) -> None:
     security = pod_spec.get("securityContext") or {}
     if not isinstance(security, Mapping):
         kind = type(security).__name__
@@ -74,7 +74,7 @@ def _add_tmp(
     volumes: list[dict[str, Any]],
     mounts: list[dict[str, Any]],
     path: str,
-    conflicts: Conflicts,
+    conflicts: FieldConflicts,
 ) -> None:
     if any(str(m.get("mountPath", "")).rstrip("/") == TMP_PATH for m in mounts):
         return  # the template's own /tmp

@@ -35,7 +35,10 @@ def name_of(pod: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class PodCounts:
+class ObservedPodCounts:
+    """The job's pods by phase as observed in one pass; the status field they fill is
+    api/status.py `PodCounts`."""
+
     pending: int = 0
     running: int = 0
     succeeded: int = 0
@@ -76,10 +79,10 @@ def phase_of_pod(pod: Mapping[str, Any]) -> str:
     return phase
 
 
-def count_pods(pods: Sequence[Mapping[str, Any]]) -> PodCounts:
+def count_pods(pods: Sequence[Mapping[str, Any]]) -> ObservedPodCounts:
     """Pods being deleted are not counted: they are on their way out."""
     phases = [phase_of_pod(p) for p in pods if not being_deleted(p)]
-    return PodCounts(
+    return ObservedPodCounts(
         pending=sum(ph not in ("Running", "Succeeded", "Failed") for ph in phases),
         running=phases.count("Running"),
         succeeded=phases.count("Succeeded"),

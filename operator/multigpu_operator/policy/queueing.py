@@ -25,9 +25,9 @@ from multigpu_operator.api import kueue
 from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
 from multigpu_operator.plan import DesiredState, PlanError
 from multigpu_operator.plan.workload import admitted_pods
-from multigpu_operator.policy.admission import Admission, Queued
 from multigpu_operator.policy.conditions import Event, cleared, condition
 from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.kueue_admission import Admission, Queued
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, WorkloadChange
 from multigpu_operator.policy.timestamps import rfc3339

@@ -17,8 +17,8 @@ from typing import Any
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import ConditionType, Phase
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.admission import Admission
 from multigpu_operator.policy.conditions import ConditionChange, Event
+from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.pods import attempt_of, being_deleted
 from multigpu_operator.policy.timestamps import parse_time
 
