@@ -17,7 +17,7 @@ WHEELHOUSE := $(CACHE_DIR)/images/wheelhouse
 TORCH := torch>=2.14,<2.15
 
 .PHONY: help demo test venv host-packages tools images lint typecheck unit integration cluster-tools \
-	cluster-up cluster-down clean prepare-test prepare-cluster
+	cluster-up cluster-down clean prepare-test prepare-cluster docs
 # What a cold `make test` or `make demo` prepares runs side by side: the Go builds use
 # the CPU, the venv and the image builds mostly the network and the disk (docs/development.md).
 PARALLEL := $(MAKE) --jobs=3 --output-sync=target --no-print-directory
@@ -27,6 +27,7 @@ help:
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make images        build the trainer and operator images (buildah, no registry)"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
+	@echo "make docs          rewrite the docs' tables generated from the API's models"
 	@echo "make gpu-check     on a GPU machine: versions, every technique, DDP/DataParallel/MFU/NCCL figures"
 
 # images/trainer is the training package that tests/training runs; torch from PyPI is
@@ -67,6 +68,10 @@ typecheck: venv
 
 unit: venv
 	$(BIN)/pytest tests/unit
+
+# The docs' generated blocks (tests/support/doc_tables.py); a unit test checks them.
+docs: venv
+	PYTHONPATH=operator:tests $(BIN)/python -m support.doc_tables
 
 integration: venv cluster-tools images
 	$(BIN)/pytest tests/integration
