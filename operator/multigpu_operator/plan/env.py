@@ -1,8 +1,10 @@
 """The environment contract: every variable the operator sets on a training container.
 
 This module is the only place that names them; docs/env-contract.md documents it and
-must change with it. Values are strings (Kubernetes requires it). The mode modules
-choose which groups a pod gets; nothing here decides per mode.
+must change with it (tests/unit/test_env_contract.py checks that, and that each variable
+has a reader: the trainer image, torch or torchrun, or a user's script). Values are
+strings (Kubernetes requires it). The mode modules choose which groups a pod gets;
+nothing here decides per mode.
 
 Two launch styles read these variables: a plain script calling
 ``init_process_group("env://")`` reads MASTER_*/RANK/WORLD_SIZE, and ``torchrun`` reads
