@@ -133,3 +133,16 @@ def test_lifecycle_defaults_in_the_text_match_the_crd() -> None:
             assert default == _shown(prop.get("default")), f"docs/lifecycle.md: {field}"
             checked += 1
     assert checked >= 6
+
+
+def test_spec_defaults_named_in_any_doc_match_the_crd() -> None:
+    # "`spec.masterPort` (29500)", "`spec.shmSize` (default 2Gi)", "`spec.gpuResource`
+    # (default `nvidia.com/gpu`; ...)": every mention of a spec field's default.
+    mention = re.compile(r"`spec\.([\w.]+)` \((?:default `?([\w./-]+)`?|(\d+))[;,)]")
+    checked = 0
+    for page in ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]:
+        for field, default, number in mention.findall((ROOT / page).read_text()):
+            shown = _shown(_prop(field).get("default"))
+            assert (default or number) == shown, f"{page}: spec.{field}"
+            checked += 1
+    assert checked >= 6
