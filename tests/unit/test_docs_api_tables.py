@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from multigpu_operator.api.crd import crd
 from multigpu_operator.api.limits import MAX_WORLD_SIZE
 from multigpu_operator.api.schema import spec_schema
 from support.doc_tables import BLOCKS, LIFECYCLE_POLICIES, ROOT, committed
@@ -146,3 +147,12 @@ def test_spec_defaults_named_in_any_doc_match_the_crd() -> None:
             assert (default or number) == shown, f"{page}: spec.{field}"
             checked += 1
     assert checked >= 6
+
+
+def test_lifecycle_shows_the_printer_columns() -> None:
+    # The sample `kubectl get mgj` output: NAME, then the CRD's additionalPrinterColumns.
+    (version,) = crd()["spec"]["versions"]
+    columns = [c["name"].upper() for c in version["additionalPrinterColumns"]]
+    text = (ROOT / "docs/lifecycle.md").read_text()
+    header = next(line for line in text.splitlines() if line.startswith("NAME "))
+    assert header.split() == ["NAME", *columns]
