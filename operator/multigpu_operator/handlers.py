@@ -192,10 +192,13 @@ async def crd_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.probe(id="podWatchAgeSeconds", registry=registry)
 def pod_watch_alive(memo: kopf.Memo, **_: Any) -> float:
+    return pod_watch_age(running(memo))
+
+
+def pod_watch_age(parts: Running) -> float:
     """Fails the liveness endpoint when the pod watch loop has made no progress too long:
     no event, no (re)connect and no failed try. An API server that is down keeps the
     loop retrying, so the probe stays healthy: a restart would not bring it back."""
-    parts = running(memo)
     age = parts.controller.informer.health_age()
     if age > parts.settings.watch_stale_seconds:
         raise kopf.PermanentError(f"pod watch silent for {age:.0f}s")

@@ -63,6 +63,7 @@ class Reflector:
         store: Store,
         backoff_cap: float = 30.0,
         on_failure: OnFailure | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kind = kind
         self._list = list_
@@ -71,13 +72,15 @@ class Reflector:
         self._store = store
         self._backoff_cap = backoff_cap
         self._on_failure = on_failure or self._warn
+        # Not the loop's clock: the liveness probe reads health_age() from kopf's threads.
+        self._clock = clock
         self.resource_version = ""  # the last one seen: where the next watch starts
         self.synced = asyncio.Event()  # set by the first complete list
-        self._progress_at = time.monotonic()
+        self._progress_at = self._clock()
 
     def health_age(self) -> float:
         """Seconds since the last event, list, watch end or failed try."""
-        return time.monotonic() - self._progress_at
+        return self._clock() - self._progress_at
 
     async def run(self) -> None:
         """List and watch forever; a failed try backs off and relists."""
@@ -101,7 +104,7 @@ class Reflector:
                 failures += 1
                 log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
             backoff = await retry_after(backoff, self._backoff_cap)
-            self._progress_at = time.monotonic()
+            self._progress_at = self._clock()
 
     async def relist(self) -> None:
         """One list, replacing what the store holds."""
@@ -109,17 +112,17 @@ class Reflector:
         self._store.replace([self._trim(obj) for obj in items])
         self.resource_version = version
         self.synced.set()
-        self._progress_at = time.monotonic()
+        self._progress_at = self._clock()
 
     async def watch(self) -> None:
         """One watch from the last resourceVersion seen, until the server ends it."""
         async for event in self._watch(self.resource_version):
-            self._progress_at = time.monotonic()
+            self._progress_at = self._clock()
             obj = event["object"]
             if event["type"] != "BOOKMARK":  # a bookmark carries only its version
                 self._store.apply(event["type"], self._trim(obj))
             self.resource_version = obj["metadata"]["resourceVersion"]
-        self._progress_at = time.monotonic()
+        self._progress_at = self._clock()
 
     def _warn(self, err: ClusterError, failures: int, retry_in: float) -> bool:
         # The API server down, overloaded or refusing: its answer says it all.
