@@ -16,36 +16,24 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.cluster.reflector import Reflector
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
 
 JobKey = tuple[str, str]  # (namespace, job name)
 
 
-class ChildInformer:
+class ChildInformer(Reflected):
     """The children of one kind, by job, as a Reflector lists and watches them; a change
     wakes the job (`on_change`)."""
-
-    reflector: Reflector
 
     def __init__(self, on_change: Callable[[JobKey], None]) -> None:
         self._on_change = on_change
         self._objects: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
-
-    @property
-    def synced(self) -> asyncio.Event:
-        return self.reflector.synced
-
-    def run(self) -> Coroutine[Any, Any, None]:
-        return self.reflector.run()
-
-    def health_age(self) -> float:
-        return self.reflector.health_age()
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
         fresh: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)

@@ -16,12 +16,12 @@ it did before it read nodes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.cluster.reflector import Reflector
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def trim_node(node: Mapping[str, Any]) -> Node:
     }
 
 
-class NodeInformer:
+class NodeInformer(Reflected):
     """Every node, trimmed, as a Reflector lists and watches them."""
 
     def __init__(self, cluster: Cluster) -> None:
@@ -61,9 +61,6 @@ class NodeInformer:
             self._snapshot = tuple(self._nodes.values())
             self._stale = False
         return self._snapshot
-
-    def run(self) -> Coroutine[Any, Any, None]:
-        return self.reflector.run()
 
     def replace(self, objects: list[Node]) -> None:
         self._nodes = {node["metadata"]["name"]: node for node in objects}

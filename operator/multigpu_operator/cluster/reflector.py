@@ -1,19 +1,14 @@
-"""One list/watch loop (client-go's reflector) for every kind the operator caches: the
-jobs' pods and Services (cluster/informer.py), the nodes (cluster/nodes.py) and Kueue's
-objects (cluster/workloads.py).
+"""One list/watch loop (client-go's reflector) under every cache of the operator: the
+jobs' pods and Services (informer.py), the nodes (nodes.py) and Kueue's objects
+(workloads.py).
 
-It lists once (label-selected where the kind allows), then watches from the list's
-resourceVersion with bookmarks, so that a quiet watch still moves its version on and a
-reconnect does not replay or miss anything. A watch the server ends is started again
-from the last version seen; one whose version is too old (410 Gone) relists. A failed
-try backs off, doubling up to a cap, with jitter. Objects are trimmed as they arrive
-(cluster/trim.py) and handed to a Store, which keeps them in the shape its readers want.
-
-`health_age()` is the liveness probe's measure (handlers.py): seconds since the loop
-last made progress, where a failed try counts as progress. An API server that is down
-keeps the loop retrying and the probe healthy (a restart would not bring the server
-back); only a loop that is stuck (a silent connection the client has not given up
-yet) ages.
+It lists once, then watches from the list's resourceVersion with bookmarks (a quiet
+watch still moves its version on), starts a watch the server ends again from the last
+version seen, relists on 410 Gone, and backs off a failed try (doubling to a cap, with
+jitter). Objects are trimmed as they arrive (trim.py) and kept by a Store in the shape
+its readers want. `health_age()` is the liveness probe's (handlers.py): a failed try
+counts as progress, so an API server that is down keeps the probe healthy (a restart
+would not bring it back) and only a stuck loop (a silent connection) ages.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
 from multigpu_operator.cluster.errors import ClusterError, Gone
@@ -49,6 +44,22 @@ class Store(Protocol):
     def apply(self, event: str, obj: dict[str, Any]) -> None:
         """One watch event: ADDED, MODIFIED or DELETED, with the object."""
         ...
+
+
+class Reflected:
+    """A store that runs its own Reflector: what the controller starts and waits for."""
+
+    reflector: Reflector
+
+    @property
+    def synced(self) -> asyncio.Event:
+        return self.reflector.synced
+
+    def run(self) -> Coroutine[Any, Any, None]:
+        return self.reflector.run()
+
+    def health_age(self) -> float:
+        return self.reflector.health_age()
 
 
 class Reflector:
@@ -103,7 +114,10 @@ class Reflector:
             except Exception:
                 failures += 1
                 log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
-            backoff = await retry_after(backoff, self._backoff_cap)
+            # Jitter, up to a fifth more: replicas and watches that failed together (an API
+            # server restarting) do not all come back at once.
+            await asyncio.sleep(backoff * (1 + 0.2 * random.random()))
+            backoff = min(backoff * 2, self._backoff_cap)
             self._progress_at = self._clock()
 
     async def relist(self) -> None:
@@ -134,10 +148,3 @@ class Reflector:
             retry_in,
         )
         return True
-
-
-async def retry_after(backoff: float, cap: float = 30) -> float:
-    """Wait `backoff` seconds, plus up to a fifth for jitter (replicas and watches that
-    failed together do not all come back at once); the next, doubled, backoff."""
-    await asyncio.sleep(backoff * (1 + 0.2 * random.random()))
-    return min(backoff * 2, cap)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api import kueue
@@ -25,7 +25,7 @@ from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.cluster.errors import ClusterError, NotFound
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.cluster.reflector import Reflector
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def owner_job(workload: Mapping[str, Any]) -> tuple[JobKey, str] | None:
     return None
 
 
-class KueueObjects:
+class KueueObjects(Reflected):
     """One kind of Kueue object, as a Reflector lists and watches it; `changed` is told
     of each change."""
 
@@ -93,14 +93,6 @@ class KueueObjects:
             backoff_cap=60,
             on_failure=self._failed,
         )
-
-    @property
-    def synced(self) -> asyncio.Event:
-        return self.reflector.synced
-
-    def run(self) -> Coroutine[Any, Any, None]:
-        """List and watch until cancelled (or at once, when Kueue is not installed)."""
-        return self.reflector.run()
 
     def replace(self, objects: list[dict[str, Any]]) -> None:
         self.installed = True
