@@ -102,8 +102,6 @@ class Reflector:
                 backoff, failures = FIRST_BACKOFF, 0
                 while True:
                     await self.watch()
-            except asyncio.CancelledError:
-                raise
             except Gone:
                 log.info("%s watch expired; relisting", self.kind)
                 continue
@@ -111,7 +109,7 @@ class Reflector:
                 failures += 1
                 if not self._on_failure(err, failures, backoff):
                     return
-            except Exception:
+            except Exception:  # not cancellation: a BaseException
                 failures += 1
                 log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
             # Jitter, up to a fifth more: replicas and watches that failed together (an API
