@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import sys
 from typing import Any, cast
@@ -35,8 +34,7 @@ def main() -> None:
     settings = Settings.from_env()
     kopf.configure(verbose=False)
     # Set when the leader election fails on a bug: kopf stops as on SIGTERM.
-    stop_flag = asyncio.Event()
-    memo = kopf.Memo(stop_flag=stop_flag)
+    stop = handlers.Stop()
     kopf.run(
         # Standalone: kopf's peering is not leader election; handlers.py runs our own on a
         # Lease, so that at most one replica reconciles.
@@ -49,10 +47,10 @@ def main() -> None:
         # (65532, or any uid OpenShift assigns) has no passwd entry: getpass fails and the
         # operator never starts. (kopf types it as a NewType of str it does not export.)
         identity=cast(Any, socket.gethostname()),
-        stop_flag=stop_flag,
-        memo=memo,
+        stop_flag=stop.flag,
+        memo=kopf.Memo(stop=stop),
     )
-    if memo.get("election_failed"):
+    if stop.election_failed:
         sys.exit(ELECTION_FAILED)
 
 

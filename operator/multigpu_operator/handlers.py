@@ -15,15 +15,18 @@ import logging
 import socket
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from multigpu_operator import metrics
 from multigpu_operator.api.crd import CRD_NAME
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.api import Kube, connect
 from multigpu_operator.cluster.leases import Leases
+from multigpu_operator.cluster.rest import Rest
 from multigpu_operator.controller import Controller
 from multigpu_operator.election import LeaderElector, campaign
 from multigpu_operator.settings import Settings
@@ -45,6 +48,40 @@ def credentials(settings: kopf.OperatorSettings) -> kopf.ConnectionInfo | None:
     )
 
 
+@dataclass
+class Stop:
+    """How the operator stops itself: kopf's stop flag, and why it was set (the leader
+    election failed on a bug: the process then exits non-zero, __main__.py)."""
+
+    flag: asyncio.Event = field(default_factory=asyncio.Event)
+    election_failed: bool = False
+
+
+@dataclass
+class Running:
+    """The operator's parts, made by the start-up handler and read by the others. kopf's
+    memo holds this one object (`memo.running`): the copies of the memo kopf makes per
+    job share it."""
+
+    settings: Settings
+    api: Rest
+    controller: Controller
+    elector: LeaderElector | None
+    metrics: web.AppRunner
+    stop: Stop
+    leading: bool = False
+    election: asyncio.Task[None] | None = None
+
+    def reconciling(self, leading: bool) -> None:
+        self.leading = leading
+        metrics.LEADER.set(int(leading))
+
+
+def running(memo: kopf.Memo) -> Running:
+    parts: Running = memo.running
+    return parts
+
+
 @kopf.on.startup(registry=registry)
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     config = Settings.from_env()
@@ -58,16 +95,6 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # read again when the API server refuses it as expired).
     api = await connect(functools.partial(credentials, settings), config.api_connections)
     controller = Controller(Kube(api), config)
-    memo["api"] = api
-    memo["controller"] = controller
-    memo["settings"] = config
-    memo["leading"] = False
-    # Standbys serve empty job and pod gauges: a dashboard summing both replicas counts
-    # every job once.
-    metrics.register_state(
-        lambda: list(controller.jobs.values()) if memo["leading"] else [],
-        lambda: controller.informer.all_pods() if memo["leading"] else [],
-    )
     elector = None
     if config.leader_election:
         # client-go's identity: a restarted process is a new candidate, never mistaken
@@ -75,45 +102,44 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         identity = f"{socket.gethostname()}_{uuid.uuid4()}"
         leases = Leases(api, config.lease_namespace, config.lease_name)
         elector = LeaderElector(leases, identity, config.lease_timings)
-    memo["elector"] = elector
-    memo["metrics"] = await metrics.serve(
+    server = await metrics.serve(
         config.metrics_port, functools.partial(readiness, controller, elector)
+    )
+    parts = Running(config, api, controller, elector, server, memo.get("stop") or Stop())
+    memo.running = parts
+    # Standbys serve empty job and pod gauges: a dashboard summing both replicas counts
+    # every job once.
+    metrics.register_state(
+        lambda: list(controller.jobs.values()) if parts.leading else [],
+        lambda: controller.informer.all_pods() if parts.leading else [],
     )
     # Caches start on every replica so that a standby takes over warm.
     await controller.start(reconcile=elector is None)
     if elector is None:
-        reconciling(memo, True)
+        parts.reconciling(True)
     else:
-        memo["election"] = asyncio.create_task(
-            run_for_leader(elector, memo), name="leader-election"
-        )
+        parts.election = asyncio.create_task(run_for_leader(elector, parts), name="leader-election")
 
 
-async def run_for_leader(elector: LeaderElector, memo: kopf.Memo) -> None:
+async def run_for_leader(elector: LeaderElector, parts: Running) -> None:
     """Lead while the Lease is ours, stand by otherwise, for as long as the process runs:
     an API server that is down or answers errors only delays the next try (election.py).
     Only a bug in the election ends it: the operator then stops and exits non-zero."""
-    controller: Controller = memo["controller"]
 
     async def stop_reconciling() -> None:
-        await controller.stop_workers()
-        reconciling(memo, False)
+        await parts.controller.stop_workers()
+        parts.reconciling(False)
 
     def start_reconciling() -> None:
-        controller.start_workers()
-        reconciling(memo, True)
+        parts.controller.start_workers()
+        parts.reconciling(True)
 
     try:
         await campaign(elector, start_reconciling, stop_reconciling)
     except Exception:
         log.exception("leader election failed")
-        memo["election_failed"] = True
-        memo["stop_flag"].set()
-
-
-def reconciling(memo: kopf.Memo, leading: bool) -> None:
-    memo["leading"] = leading
-    metrics.LEADER.set(int(leading))
+        parts.stop.election_failed = True
+        parts.stop.flag.set()
 
 
 def readiness(controller: Controller, elector: LeaderElector | None) -> str | None:
@@ -135,21 +161,21 @@ def readiness(controller: Controller, elector: LeaderElector | None) -> str | No
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     # Stop renewing, stop reconciling, and only then hand the Lease over: a standby takes
     # it at its next try, while this replica can no longer act.
-    election: asyncio.Task[None] | None = memo.get("election")
-    if election is not None:
-        election.cancel()
-        await asyncio.gather(election, return_exceptions=True)
-    await memo["controller"].stop()
-    if memo.get("elector") is not None:
-        await memo["elector"].release()
-    await memo["metrics"].cleanup()
-    await memo["api"].close()
+    parts = running(memo)
+    if parts.election is not None:
+        parts.election.cancel()
+        await asyncio.gather(parts.election, return_exceptions=True)
+    await parts.controller.stop()
+    if parts.elector is not None:
+        await parts.elector.release()
+    await parts.metrics.cleanup()
+    await parts.api.close()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
 async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     # async: no I/O here, and a sync handler would cost a hop to kopf's thread pool per event.
-    memo["controller"].job_event(event["type"], event["object"])
+    running(memo).controller.job_event(event["type"], event["object"])
 
 
 @kopf.on.event(
@@ -161,17 +187,20 @@ async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     registry=registry,
 )
 async def crd_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    memo["controller"].crd_event(event["type"], event["object"])
+    running(memo).controller.crd_event(event["type"], event["object"])
 
 
 @kopf.on.probe(id="podWatchAgeSeconds", registry=registry)
 def pod_watch_alive(memo: kopf.Memo, **_: Any) -> float:
+    return pod_watch_age(running(memo))
+
+
+def pod_watch_age(parts: Running) -> float:
     """Fails the liveness endpoint when the pod watch loop has made no progress too long:
     no event, no (re)connect and no failed try. An API server that is down keeps the
     loop retrying, so the probe stays healthy: a restart would not bring it back."""
-    controller: Controller = memo["controller"]
-    age = time.monotonic() - controller.informer.last_heartbeat
-    if age > memo["settings"].watch_stale_seconds:
+    age = parts.controller.informer.health_age()
+    if age > parts.settings.watch_stale_seconds:
         raise kopf.PermanentError(f"pod watch silent for {age:.0f}s")
     return round(age, 1)
 
@@ -180,10 +209,10 @@ def pod_watch_alive(memo: kopf.Memo, **_: Any) -> float:
 def election_alive(memo: kopf.Memo, **_: Any) -> float | None:
     """Fails the liveness endpoint when the leader election has not tried for too long
     (each try ends within the renew deadline, answered or not): its loop is stuck."""
-    elector: LeaderElector | None = memo["elector"]
-    if elector is None:
+    parts = running(memo)
+    if parts.elector is None:
         return None
-    age = time.monotonic() - elector.last_try
-    if age > memo["settings"].watch_stale_seconds:
+    age = time.monotonic() - parts.elector.last_try
+    if age > parts.settings.watch_stale_seconds:
         raise kopf.PermanentError(f"leader election has not tried for {age:.0f}s")
     return round(age, 1)

@@ -105,7 +105,7 @@ async def test_a_created_pod_is_awaited_until_the_watch_brings_it_or_it_is_long_
     labels = {LABEL_JOB_NAME: "train"}
     pod = {"metadata": {"name": "train-0", "labels": labels, "ownerReferences": [owner]}}
     await cluster.create_pod("ns", pod)
-    await informer._relist()
+    await informer.reflector.relist()
     assert informer.unseen(key) == {"train-1"}
     await asyncio.sleep(PodInformer.EXPECTATION_SECONDS + 1)
     assert informer.unseen(key) == set()

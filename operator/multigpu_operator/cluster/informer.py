@@ -1,5 +1,5 @@
-"""Label-selected caches of the jobs' pods and Services: list once, then watch,
-relisting when the watch expires.
+"""Label-selected caches of the jobs' pods and Services, kept by a Reflector
+(cluster/reflector.py) and indexed by job.
 
 Only objects carrying the job label are asked for (the API server filters), and each is
 kept trimmed to the fields the controller reads, so memory grows with the
@@ -9,127 +9,56 @@ Our own watch rather than a kopf pod handler: a handler's `labels=` filter is ap
 kopf in-process, after listing every pod in scope. (kopf 1.45 can also select on the
 server, settings.watching.label_selectors; this watch stays because a pod event here
 costs a dict update and one wake-up of the job's key, the workers wait for its first
-complete list, and the liveness probe reads its heartbeat.)
+complete list, and the liveness probe reads its health age.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
-import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
-from multigpu_operator.cluster.errors import ClusterError, Gone
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
-
-log = logging.getLogger(__name__)
 
 JobKey = tuple[str, str]  # (namespace, job name)
 
 
-class ChildInformer:
-    """The children of one kind, by job: one label-selected list, then watch events."""
+class ChildInformer(Reflected):
+    """The children of one kind, by job, as a Reflector lists and watches them; a change
+    wakes the job (`on_change`)."""
 
-    kind = "object"
-
-    def __init__(
-        self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
-    ) -> None:
-        self._cluster = cluster
-        self._namespace = namespace
+    def __init__(self, on_change: Callable[[JobKey], None]) -> None:
         self._on_change = on_change
         self._objects: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
-        self.synced = asyncio.Event()
-        # Monotonic time of the last event, (re)connect or failed try: the liveness probe
-        # fails when the loop has made no progress for too long (stuck), not while it keeps
-        # retrying an API server that is down.
-        self.last_heartbeat = time.monotonic()
 
-    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
-        raise NotImplementedError
-
-    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
-        raise NotImplementedError
-
-    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def run(self) -> None:
-        """List and watch forever; errors back off and relist."""
-        backoff = 0.5
-        while True:
-            try:
-                rv = await self._relist()
-                backoff = 0.5
-                while True:
-                    rv = await self._watch(rv)
-            except asyncio.CancelledError:
-                raise
-            except Gone:
-                log.info("%s watch expired; relisting", self.kind)
-            except ClusterError as err:
-                # The API server down, overloaded or refusing: its answer says it all.
-                log.warning(
-                    "%s watch failed: HTTP %s: %s; relisting in %.1fs",
-                    self.kind,
-                    err.status,
-                    err.message,
-                    backoff,
-                )
-                backoff = await retry_after(backoff)
-                self.last_heartbeat = time.monotonic()
-            except Exception:
-                log.exception("%s watch failed; relisting in %.1fs", self.kind, backoff)
-                backoff = await retry_after(backoff)
-                self.last_heartbeat = time.monotonic()
-
-    async def _relist(self) -> str:
-        items, rv = await self._list()
+    def replace(self, objects: list[dict[str, Any]]) -> None:
         fresh: dict[JobKey, dict[str, dict[str, Any]]] = defaultdict(dict)
-        for obj in items:
+        for obj in objects:
             key = _key(obj)
             if key:
-                fresh[key][obj["metadata"]["name"]] = self.trim(obj)
+                fresh[key][obj["metadata"]["name"]] = obj
+        # Every job seen before or now looks again: one deleted while the watch was down too.
         changed = set(self._objects) | set(fresh)
         self._objects = fresh
-        self.synced.set()
-        self.last_heartbeat = time.monotonic()
         for key in changed:
             self._on_change(key)
-        return rv
 
-    async def _watch(self, rv: str) -> str:
-        async for event in self._watch_from(rv):
-            self.last_heartbeat = time.monotonic()
-            obj = event["object"]
-            rv = obj["metadata"]["resourceVersion"]
-            if event["type"] == "BOOKMARK":
-                continue
-            key = _key(obj)
-            if not key:
-                continue
-            name = obj["metadata"]["name"]
-            if event["type"] == "DELETED":
-                self._objects[key].pop(name, None)
-                if not self._objects[key]:
-                    del self._objects[key]
-            else:
-                self._objects[key][name] = self.trim(obj)
-            self._on_change(key)
-        self.last_heartbeat = time.monotonic()
-        return rv
-
-
-async def retry_after(backoff: float, cap: float = 30) -> float:
-    """Wait `backoff` seconds, plus up to a fifth for jitter (replicas and watches that
-    failed together do not all come back at once); the next, doubled, backoff."""
-    await asyncio.sleep(backoff * (1 + 0.2 * random.random()))
-    return min(backoff * 2, cap)
+    def apply(self, event: str, obj: dict[str, Any]) -> None:
+        key = _key(obj)
+        if not key:
+            return
+        name = obj["metadata"]["name"]
+        if event == "DELETED":
+            self._objects[key].pop(name, None)
+            if not self._objects[key]:
+                del self._objects[key]
+        else:
+            self._objects[key][name] = obj
+        self._on_change(key)
 
 
 class PodInformer(ChildInformer):
@@ -137,7 +66,6 @@ class PodInformer(ChildInformer):
     a pass that runs before the watch brings a created pod must not create it again,
     which cost 0.7 create requests per pod, answered 409, at 100 jobs at once."""
 
-    kind = "pod"
     # An expectation older than this is dropped (a pod created and deleted again while the
     # watch was down never shows up): the pod is created again, or found existing.
     EXPECTATION_SECONDS = 30.0
@@ -145,7 +73,14 @@ class PodInformer(ChildInformer):
     def __init__(
         self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
     ) -> None:
-        super().__init__(cluster, on_change, namespace)
+        super().__init__(on_change)
+        self.reflector = Reflector(
+            "pod",
+            lambda: cluster.list_pods(CHILD_SELECTOR, namespace),
+            lambda rv: cluster.watch_pods(CHILD_SELECTOR, rv, namespace),
+            trim_pod,
+            self,
+        )
         self._unseen: dict[JobKey, dict[str, float]] = {}  # name -> loop time created
 
     def created(self, key: JobKey, name: str) -> None:
@@ -172,21 +107,22 @@ class PodInformer(ChildInformer):
     def all_pods(self) -> list[dict[str, Any]]:
         return [pod for pods in self._objects.values() for pod in pods.values()]
 
-    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
-        return self._cluster.list_pods(CHILD_SELECTOR, self._namespace)
-
-    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
-        return self._cluster.watch_pods(CHILD_SELECTOR, rv, self._namespace)
-
-    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return trim_pod(obj)
-
 
 class ServiceInformer(ChildInformer):
     """The jobs' headless Services: a pass sees whether its job's Service exists without
     asking the API server, and a Service deleted by hand wakes its job."""
 
-    kind = "service"
+    def __init__(
+        self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
+    ) -> None:
+        super().__init__(on_change)
+        self.reflector = Reflector(
+            "service",
+            lambda: cluster.list_services(CHILD_SELECTOR, namespace),
+            lambda rv: cluster.watch_services(CHILD_SELECTOR, rv, namespace),
+            trim_service,
+            self,
+        )
 
     def has_service(self, key: JobKey, owner_uid: str) -> bool:
         """Whether the Service of job `key` (with UID `owner_uid`) exists, as last seen."""
@@ -195,16 +131,7 @@ class ServiceInformer(ChildInformer):
     def created(self, key: JobKey, service: Mapping[str, Any]) -> None:
         """The Service was just created (or found taken): count it as existing until the
         watch says otherwise, so the passes before its ADDED event do not create it again."""
-        self._objects[key].setdefault(service["metadata"]["name"], self.trim(service))
-
-    def _list(self) -> Awaitable[tuple[list[dict[str, Any]], str]]:
-        return self._cluster.list_services(CHILD_SELECTOR, self._namespace)
-
-    def _watch_from(self, rv: str) -> AsyncIterator[dict[str, Any]]:
-        return self._cluster.watch_services(CHILD_SELECTOR, rv, self._namespace)
-
-    def trim(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return trim_service(obj)
+        self._objects[key].setdefault(service["metadata"]["name"], trim_service(service))
 
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:

@@ -1,5 +1,5 @@
-"""The cluster's nodes as the fit check (policy/fit.py) reads them: list once, then
-watch, relisting when the watch expires.
+"""The cluster's nodes as the fit check (policy/fit.py) reads them, kept by a Reflector
+(cluster/reflector.py).
 
 Every node is listed (there is no label to select on: any node may be the one a pod
 fits), each kept trimmed to its name, labels, taints and allocatable resources, so a
@@ -15,14 +15,13 @@ it did before it read nodes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from multigpu_operator.cluster.errors import ClusterError, Gone
-from multigpu_operator.cluster.informer import retry_after
+from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +38,22 @@ def trim_node(node: Mapping[str, Any]) -> Node:
     }
 
 
-class NodeInformer:
+class NodeInformer(Reflected):
+    """Every node, trimmed, as a Reflector lists and watches them."""
+
     def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
         self._nodes: dict[str, Node] = {}
         self._snapshot: tuple[Node, ...] = ()
         self._stale = False  # _snapshot is older than _nodes
+        self.reflector = Reflector(
+            "node",
+            cluster.list_nodes,
+            cluster.watch_nodes,
+            trim_node,
+            self,
+            backoff_cap=300,
+            on_failure=self._cannot_read,
+        )
 
     def nodes(self) -> tuple[Node, ...]:
         """Every known node, trimmed; the same tuple until a node changes."""
@@ -53,51 +62,24 @@ class NodeInformer:
             self._stale = False
         return self._snapshot
 
-    async def run(self) -> None:
-        """List and watch forever; errors back off and relist."""
-        backoff, complained = 0.5, False
-        while True:
-            try:
-                rv = await self._relist()
-                backoff, complained = 0.5, False
-                while True:
-                    rv = await self._watch(rv)
-            except asyncio.CancelledError:
-                raise
-            except Gone:
-                log.info("node watch expired; relisting")
-            except ClusterError as err:
-                # Most likely RBAC without nodes: say it once per outage, not every retry.
-                if not complained:
-                    log.warning(
-                        "cannot read nodes (%s); jobs that no node can fit are not told apart "
-                        "from a busy cluster until this heals",
-                        err.message,
-                    )
-                    complained = True
-                backoff = await retry_after(backoff, 300)
-            except Exception:
-                log.exception("node watch failed; relisting in %.1fs", backoff)
-                backoff = await retry_after(backoff, 300)
-
-    async def _relist(self) -> str:
-        items, rv = await self._cluster.list_nodes()
-        self._nodes = {node["metadata"]["name"]: trim_node(node) for node in items}
+    def replace(self, objects: list[Node]) -> None:
+        self._nodes = {node["metadata"]["name"]: node for node in objects}
         self._stale = True
-        return rv
 
-    async def _watch(self, rv: str) -> str:
-        async for event in self._cluster.watch_nodes(rv):
-            obj = event["object"]
-            rv = obj["metadata"]["resourceVersion"]
-            if event["type"] == "BOOKMARK":
-                continue
-            name = obj["metadata"]["name"]
-            if event["type"] == "DELETED":
-                self._stale = self._nodes.pop(name, None) is not None or self._stale
-                continue
-            trimmed = trim_node(obj)
-            if self._nodes.get(name) != trimmed:
-                self._nodes[name] = trimmed
-                self._stale = True
-        return rv
+    def apply(self, event: str, node: Node) -> None:
+        name = node["metadata"]["name"]
+        if event == "DELETED":
+            self._stale = self._nodes.pop(name, None) is not None or self._stale
+        elif self._nodes.get(name) != node:
+            self._nodes[name] = node
+            self._stale = True
+
+    def _cannot_read(self, err: ClusterError, failures: int, retry_in: float) -> bool:
+        # Most likely RBAC without nodes: say it once per outage, not every retry.
+        if failures == 1:
+            log.warning(
+                "cannot read nodes (%s); jobs that no node can fit are not told apart "
+                "from a busy cluster until this heals",
+                err.message,
+            )
+        return True

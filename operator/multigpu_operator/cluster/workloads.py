@@ -22,9 +22,10 @@ from typing import Any
 from multigpu_operator.api import kueue
 from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.api.spec import KIND, Job
-from multigpu_operator.cluster.errors import ClusterError, Gone, NotFound
-from multigpu_operator.cluster.informer import JobKey, retry_after
+from multigpu_operator.cluster.errors import ClusterError, NotFound
+from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.reflector import Reflected, Reflector
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,9 @@ def owner_job(workload: Mapping[str, Any]) -> tuple[JobKey, str] | None:
     return None
 
 
-class KueueObjects:
-    """One kind of Kueue object, listed and watched; `changed` is told of each change."""
+class KueueObjects(Reflected):
+    """One kind of Kueue object, as a Reflector lists and watches it; `changed` is told
+    of each change."""
 
     def __init__(
         self,
@@ -77,70 +79,49 @@ class KueueObjects:
         changed: Callable[[dict[str, Any]], None] = lambda obj: None,
         required: bool = False,
     ) -> None:
-        self._cluster = cluster
         self._plural = plural
-        self._namespace = namespace
-        self._trim = trim
         self._changed = changed
         self.objects: dict[ObjectKey, dict[str, Any]] = {}
-        self.synced = asyncio.Event()
         self.installed = True
         self._required = required
+        self.reflector = Reflector(
+            plural,
+            lambda: cluster.list_kueue(plural, namespace),
+            lambda rv: cluster.watch_kueue(plural, rv, namespace),
+            trim,
+            self,
+            backoff_cap=60,
+            on_failure=self._failed,
+        )
 
-    async def run(self) -> None:
-        """List and watch until cancelled (or at once, when Kueue is not installed)."""
-        backoff = 0.5
-        while True:
-            try:
-                rv = await self._relist()
-                self.installed = True
-                self.synced.set()
-                backoff = 0.5
-                while True:
-                    rv = await self._watch(rv)
-            except asyncio.CancelledError:
-                raise
-            except NotFound:
-                self.installed = False
-                self.synced.set()
-                if not self._required:
-                    log.info("Kueue's %s are not served: no job is queued in Kueue", self._plural)
-                    return
-                log.warning("Kueue's %s are not served (MGJ_KUEUE=on); looking again", self._plural)
-                backoff = await retry_after(backoff, 60)
-            except Gone:
-                log.info("%s watch expired; relisting", self._plural)
-            except ClusterError as err:
-                log.warning("cannot read %s (%s); retrying", self._plural, err.message)
-                backoff = await retry_after(backoff, 60)
-            except Exception:
-                log.exception("%s watch failed; relisting in %.1fs", self._plural, backoff)
-                backoff = await retry_after(backoff, 60)
-
-    async def _relist(self) -> str:
-        items, rv = await self._cluster.list_kueue(self._plural, self._namespace)
+    def replace(self, objects: list[dict[str, Any]]) -> None:
+        self.installed = True
         before = self.objects
-        self.objects = {_key(obj): self._trim(obj) for obj in items}
+        self.objects = {_key(obj): obj for obj in objects}
         for key, obj in before.items():
             if key not in self.objects:
                 self._changed(obj)  # deleted while the watch was down
         for obj in self.objects.values():
             self._changed(obj)
-        return rv
 
-    async def _watch(self, rv: str) -> str:
-        async for event in self._cluster.watch_kueue(self._plural, rv, self._namespace):
-            obj = event["object"]
-            rv = obj["metadata"]["resourceVersion"]
-            if event["type"] == "BOOKMARK":
-                continue
-            trimmed = self._trim(obj)
-            if event["type"] == "DELETED":
-                self.objects.pop(_key(obj), None)
-            else:
-                self.objects[_key(obj)] = trimmed
-            self._changed(trimmed)
-        return rv
+    def apply(self, event: str, obj: dict[str, Any]) -> None:
+        if event == "DELETED":
+            self.objects.pop(_key(obj), None)
+        else:
+            self.objects[_key(obj)] = obj
+        self._changed(obj)
+
+    def _failed(self, err: ClusterError, failures: int, retry_in: float) -> bool:
+        if not isinstance(err, NotFound):
+            log.warning("cannot read %s (%s); retrying", self._plural, err.message)
+            return True
+        self.installed = False
+        self.synced.set()
+        if not self._required:
+            log.info("Kueue's %s are not served: no job is queued in Kueue", self._plural)
+            return False
+        log.warning("Kueue's %s are not served (MGJ_KUEUE=on); looking again", self._plural)
+        return True
 
 
 class WorkloadInformer:
