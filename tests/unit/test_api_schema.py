@@ -169,3 +169,21 @@ def test_null_map_values_are_pruned_and_floats_stored_as_the_server_does() -> No
     assert stored["gpusPerReplica"] == 2
     assert isinstance(stored["gpusPerReplica"], int)
     assert stored["template"]["metadata"]["labels"] == {"b": "x"}
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [(7, 7), (2.0, 2), (2.5, 2.5), (2**64, 18446744073709552000), (1e21, 1e21), (True, True)],
+)
+def test_numbers_read_back_as_the_api_server_writes_them(value: Any, stored: Any) -> None:
+    # A number beyond int64 is a float64 to the server, written back in its shortest digits.
+    out = with_defaults({}, value)
+    assert (out, type(out)) == (stored, type(stored))
+
+
+@pytest.mark.parametrize("name", ["", "-x", "x_y", "a" * 254])
+def test_any_objects_name_rules_hold_whatever_else_is_wrong(name: str) -> None:
+    # The API server checks every object's name before the CRD's rules, which a wrong
+    # type stops.
+    problems = validate({"mode": 5, "template": TEMPLATE}, name)
+    assert {p.field for p in problems} == {"metadata.name", "spec.mode"}

@@ -11,15 +11,33 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
-from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
 _ENV = celpy.Environment()
+_INT64 = range(-(2**63), 2**63)
 
 
 def activation(value: Any) -> dict[str, Any]:
     """The variables a rule on `value` sees: `self`, as CEL values."""
-    return {"self": json_to_cel(value)}
+    return {"self": _cel(value)}
+
+
+def _cel(value: Any) -> Any:
+    """A JSON value as CEL's: an integer beyond int64 is a double, as the API server
+    decodes it."""
+    if isinstance(value, dict):
+        return celtypes.MapType({celtypes.StringType(k): _cel(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return celtypes.ListType([_cel(v) for v in value])
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, str):
+        return celtypes.StringType(value)
+    if isinstance(value, int) and value in _INT64:
+        return celtypes.IntType(value)
+    if isinstance(value, (int, float)):
+        return celtypes.DoubleType(float(value))
+    return None
 
 
 def evaluate(expression: str, variables: dict[str, Any]) -> Any:

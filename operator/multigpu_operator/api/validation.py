@@ -22,8 +22,10 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from celpy.evaluation import CELEvalError
@@ -65,7 +67,8 @@ def validate(spec: Mapping[str, Any], name: str | None = None) -> list[Problem]:
     # API server too.
     job = _defaulted(schema.root, job, stored=False)
     found = list(schema.checker.iter_errors(job))
-    problems = [p for e in found for p in _problems(e)]
+    problems = _name_problems(name) if name is not None else []
+    problems += [p for e in found for p in _problems(e)]
     if isinstance(job["spec"].get("replicas"), float):
         problems.append(Problem("spec.replicas", _SCALE_REPLICAS))
     if not any(e.validator in _BLOCKING for e in found):
@@ -91,26 +94,50 @@ def with_defaults(schema: Schema, value: Any) -> Any:
     return _defaulted(schema, value, stored=True)
 
 
-def _defaulted(schema: Schema, value: Any, stored: bool) -> Any:
+def _defaulted(schema: Schema | None, value: Any, stored: bool) -> Any:
+    """`value` defaulted by `schema`; None for a value the schema does not declare (kept
+    as it is, nulls included)."""
     if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        values = schema.get("additionalProperties")
+        properties = (schema or {}).get("properties", {})
+        values = (schema or {}).get("additionalProperties")
         out = {}
         for key, item in value.items():
             sub = properties.get(key, values if isinstance(values, dict) else None)
-            if sub is None:  # not declared: kept as it is
-                out[key] = item
-            elif item is not None or sub.get("nullable"):
+            if item is not None or sub is None or sub.get("nullable"):
                 out[key] = _defaulted(sub, item, stored)
         for key, sub in properties.items():
             if key not in out and "default" in sub:
                 out[key] = _defaulted(sub, copy.deepcopy(sub["default"]), stored)
         return out
     if isinstance(value, list):
-        return [_defaulted(schema.get("items", {}), item, stored) for item in value]
-    if stored and isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
-        return int(value)
+        items = (schema or {}).get("items")
+        return [_defaulted(items if isinstance(items, dict) else None, v, stored) for v in value]
+    if stored and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _stored_number(value)
     return value
+
+
+def _stored_number(value: float) -> float:
+    """A number as the API server writes it back: an int64 as it is, any other as a
+    float64, whose shortest digits JSON shows without an exponent below 1e21 (2.0 reads
+    back as 2, 2**64 as 18446744073709552000)."""
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
+        return value
+    number = float(value)
+    return int(Decimal(repr(number))) if number.is_integer() and abs(number) < 1e21 else number
+
+
+# Any object's name is a DNS-1123 subdomain, checked by the API server before the CRD's
+# own rules (which also ask for a DNS-1035 label, api/rules.py).
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _name_problems(name: str) -> list[Problem]:
+    if not name:
+        return [Problem("metadata.name", "required field is missing")]
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        return [Problem("metadata.name", "must be a lowercase DNS-1123 subdomain (RFC 1123)")]
+    return []
 
 
 # --- the schema, by the library --------------------------------------------------------
@@ -171,12 +198,8 @@ def _rule_problems(schema: Schema, value: Any, at: tuple[Any, ...]) -> Iterator[
     """Each rule of x-kubernetes-validations that `value` (at path `at`) and its fields
     fail, with the rule's message at its fieldPath."""
     rules = [r for r in schema.get("x-kubernetes-validations", []) if "oldSelf" not in r["rule"]]
-    variables = None
-    try:
-        variables = cel.activation(value) if rules else None
-    except ValueError as err:  # a number beyond CEL's int64
-        yield Problem(_field_path(at), f"the rules cannot read this object: {err}")
-    if variables is not None:
+    if rules:
+        variables = cel.activation(value)
         for rule in rules:
             result = cel.evaluate(rule["rule"], variables)
             field = (_field_path(at) + rule.get("fieldPath", "")).lstrip(".")
