@@ -95,8 +95,8 @@ def with_defaults(schema: Schema, value: Any) -> Any:
 
 
 def _defaulted(schema: Schema | None, value: Any, stored: bool) -> Any:
-    """`value` defaulted by `schema`; None for a value the schema does not declare (kept
-    as it is, nulls included)."""
+    """`value` defaulted by `schema`; a value the schema does not declare (`schema` None)
+    is kept as it is, nulls included, its numbers as stored."""
     if isinstance(value, dict):
         properties = (schema or {}).get("properties", {})
         values = (schema or {}).get("additionalProperties")
