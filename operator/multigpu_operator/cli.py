@@ -1,6 +1,8 @@
 """The `mgj` command line.
 
 mgj render FILE|DIR [-n NAMESPACE]          print the objects the operator would create
+mgj render FILE|DIR --server [-n NS]        the same, the jobs checked by the cluster's API
+                                            server (a dry run through the kubeconfig)
 mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
 mgj crd                                     print the MultiGPUJob CRD
 
@@ -15,7 +17,7 @@ import argparse
 import os
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from multigpu_operator.api.crd import crd
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.api.validation import validate_object, with_defaults
+from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.pods import with_attempt
@@ -36,27 +39,40 @@ PLACEHOLDER_UID = "uid-assigned-at-creation"
 # What `kubectl apply -f DIR` reads from a directory.
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
+# A job as the API server stores it, or what is wrong with it; a check gives one per job.
+Checked = dict[str, Any] | list[str]
+Check = Callable[[list[Any], str], list[Checked]]
+
+
+def check_offline(jobs: list[Any], namespace: str) -> list[Checked]:
+    """Each job validated against the CRD without a server (api/validation.py), and as
+    the API server would store it (nulls pruned, defaults in), which the operator reads."""
+    out: list[Checked] = []
+    for doc in jobs:
+        problems = validate_object(doc)
+        spec = None if problems else with_defaults(spec_schema(), doc["spec"])
+        out.append([str(p) for p in problems] if spec is None else {**doc, "spec": spec})
+    return out
+
 
 def plan_documents(
-    documents: Iterable[Any], namespace: str, uid: str = PLACEHOLDER_UID
+    documents: Iterable[Any],
+    namespace: str,
+    uid: str = PLACEHOLDER_UID,
+    check: Check = check_offline,
 ) -> tuple[list[tuple[Job, DesiredState]], list[str]]:
-    """Every MultiGPUJob in `documents`, checked as the API server would, and planned by
-    the operator's own planner; plus what is wrong with the others, one line each."""
+    """Every MultiGPUJob in `documents`, validated by `check`, and planned by the
+    operator's own planner; plus what is wrong with the others, one line each."""
     planned: list[tuple[Job, DesiredState]] = []
     errors: list[str] = []
-    for doc in documents:
-        if not _is_job(doc):
-            continue
+    jobs = [doc for doc in documents if _is_job(doc)]
+    for doc, stored in zip(jobs, check(jobs, namespace), strict=True):
         name = doc.get("metadata", {}).get("name", "?")
-        problems = validate_object(doc)
-        if problems:
-            errors += [f"{name}: {p}" for p in problems]
+        if isinstance(stored, list):
+            errors += [f"{name}: {p}" for p in stored]
             continue
         meta = {"namespace": namespace, "uid": uid, **doc["metadata"]}
-        # The spec as the API server would store it (nulls pruned, defaults in), which
-        # is what the operator reads.
-        spec = with_defaults(spec_schema(), doc["spec"])
-        job = Job.from_object({**doc, "metadata": meta, "spec": spec})
+        job = Job.from_object({**stored, "metadata": meta})
         try:
             planned.append((job, plan_job(job)))
         except PlanError as err:
@@ -64,9 +80,11 @@ def plan_documents(
     return planned, errors
 
 
-def render(documents: Iterable[Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
+def render(
+    documents: Iterable[Any], namespace: str, check: Check = check_offline
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Children of every MultiGPUJob in `documents`, through the operator's own planner."""
-    planned, errors = plan_documents(documents, namespace)
+    planned, errors = plan_documents(documents, namespace, check=check)
     objects = [
         obj
         for _, desired in planned
@@ -171,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         "file", type=Path, help="a YAML file with MultiGPUJob(s), a directory of them, - for stdin"
     )
     render_cmd.add_argument("-n", "--namespace", default="default")
+    render_cmd.add_argument(
+        "--server",
+        action="store_true",
+        help="have the cluster's API server check the jobs (a dry run, kubeconfig's context)",
+    )
     run_cmd = sub.add_parser("run", help="run a job's pods (--local: as processes here)")
     run_cmd.add_argument("file", type=Path, help="a YAML file with one MultiGPUJob; - for stdin")
     run_cmd.add_argument(
@@ -199,6 +222,24 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidYaml as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except ClusterError as err:
+        print(f"error: the API server could not be asked: {err}", file=sys.stderr)
+        return 2
+
+
+def check_on_server(jobs: list[Any], namespace: str) -> list[Checked]:
+    """Each job created as a dry run by the API server of the kubeconfig's current
+    context: as the server would store it, or the server's own words refusing it."""
+    # Only here: the offline commands need neither a login nor an HTTP client.
+    import kopf
+
+    from multigpu_operator.cluster.job_dry_run import dry_run_jobs
+
+    def login() -> kopf.ConnectionInfo | None:
+        return kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
+
+    answers = dry_run_jobs(login, jobs, namespace)
+    return [a if isinstance(a, dict) else [a] for a in answers]
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -209,7 +250,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         return run(args.file, args.namespace, local=args.local, cpu=args.cpu)
     manifests = _read_and_note(args.file)
-    objects, errors = render(manifests.jobs, args.namespace)
+    objects, errors = render(
+        manifests.jobs, args.namespace, check_on_server if args.server else check_offline
+    )
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if objects:

@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from multigpu_operator import metrics
-from multigpu_operator.api.crd import crd
-from multigpu_operator.api.server_rules import rules_enforced_since
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.children import (
     TemplateChecks,
@@ -87,8 +85,6 @@ class Controller:
         metrics.QUEUE_DEPTH.set_function(lambda: len(self.queue))
         metrics.ACTIVE_WORKERS.set_function(self.queue.active)
         self._clock = clock  # the time decisions and timestamps are made at
-        # Our CRD's generation and when this operator first saw it (api/server_rules.py).
-        self._crd_seen: tuple[Any, datetime] | None = None
         self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcilers: list[asyncio.Task[None]] = []
@@ -140,24 +136,6 @@ class Controller:
         if known is not None and same_version(body, known):
             return  # the echo of our own status write: nothing new to reconcile
         self.enqueue(key)
-
-    def crd_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """Called by kopf for watch events of our CRD: whether the API server checks new
-        jobs against the operator's own rules, and since when (api/server_rules.py)."""
-        generation = body.get("metadata", {}).get("generation")
-        if self._crd_seen is None or self._crd_seen[0] != generation:
-            self._crd_seen = (generation, self._clock())
-        seen = self._crd_seen[1]
-        since = None if event_type == "DELETED" else rules_enforced_since(body, crd(), seen)
-        if since != self.plans.server_rules_since:
-            log.info(
-                "the installed CRD's rules are %s",
-                f"the operator's since {since.isoformat()}: jobs created later are not "
-                "validated again"
-                if since
-                else "not known to be the operator's: every job is validated",
-            )
-        self.plans.server_rules_since = since
 
     def enqueue(self, key: JobKey) -> None:
         """Reconcile `key` soon (once more after the running pass, if one is running)."""

@@ -22,7 +22,6 @@ import kopf
 from aiohttp import web
 
 from multigpu_operator import metrics
-from multigpu_operator.api.crd import CRD_NAME
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.api import Kube, connect
 from multigpu_operator.cluster.leases import Leases
@@ -176,18 +175,6 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     # async: no I/O here, and a sync handler would cost a hop to kopf's thread pool per event.
     running(memo).controller.job_event(event["type"], event["object"])
-
-
-@kopf.on.event(
-    "apiextensions.k8s.io",
-    "v1",
-    "customresourcedefinitions",
-    field="metadata.name",
-    value=CRD_NAME,
-    registry=registry,
-)
-async def crd_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    running(memo).controller.crd_event(event["type"], event["object"])
 
 
 @kopf.on.probe(id="podWatchAgeSeconds", registry=registry)

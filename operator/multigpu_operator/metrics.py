@@ -69,11 +69,6 @@ JOB_LAST_RECONCILE = Gauge(
     ["namespace", "job"],
 )
 RECONCILE_ERRORS = Counter("mgj_reconcile_errors_total", "Reconcile passes that raised")
-SPEC_VALIDATIONS = Counter(
-    "mgj_spec_validations_total",
-    "Job specs the operator validated itself (those the API server checked against the "
-    "same rules are not: api/server_rules.py)",
-)
 RESTARTS = Counter(
     "mgj_restarts_total",
     "Restarts decided by the operator: a new attempt, or an elastic pod replaced",

@@ -1,9 +1,8 @@
 """A job's plan (its desired children), cached per spec, and planning off the event loop.
 
-Planning costs about a tenth of a millisecond per pod, and the offline validation before
-it several milliseconds per job: jobs of more pods are planned and decided in a worker
-thread, so that the event loop keeps serving the watches, the other jobs, /metrics and
-/healthz.
+Planning costs about a tenth of a millisecond per pod: jobs of more pods are planned and
+decided in a worker thread, so that the event loop keeps serving the watches, the other
+jobs, /metrics and /healthz.
 """
 
 from __future__ import annotations
@@ -12,11 +11,8 @@ import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any, TypeVar
 
-from multigpu_operator import metrics
-from multigpu_operator.api.server_rules import checked_by_server
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.reconcile import plan_object
@@ -27,7 +23,7 @@ Planned = tuple[Job, DesiredState] | str
 INLINE_PODS = 100
 # Desired pods kept planned, over all jobs (about 9 KiB each): the jobs passed over most
 # recently keep their plans, so memory does not grow with the number of jobs; an older
-# job is planned again when it needs a pass, without validating its spec again.
+# job is planned again when it needs a pass.
 CACHED_PODS = 1024
 
 
@@ -41,16 +37,12 @@ async def offload(pods: int, work: Callable[..., T], *args: Any) -> T:
 class PlanCache:
     """Plans by job UID, kept while the spec (generation) and labels stay the same (a
     job sees many passes, its spec few changes), the least recently used dropped first
-    past CACHED_PODS pods. A spec is validated once, and not at all if the API server
-    checked it against the same rules (`server_rules_since`, api/server_rules.py)."""
+    past CACHED_PODS pods."""
 
     def __init__(self, cached_pods: int = CACHED_PODS) -> None:
         self._plans: OrderedDict[str, tuple[Any, Planned]] = OrderedDict()
         self._pods = 0  # desired pods in _plans
         self._limit = cached_pods
-        self._valid: dict[str, Any] = {}  # uid -> the spec key that passed validation
-        # Since when the API server enforces the operator's own rules (None: not known to).
-        self.server_rules_since: datetime | None = None
 
     def __len__(self) -> int:
         return len(self._plans)
@@ -61,7 +53,6 @@ class PlanCache:
 
     def forget(self, uid: str) -> None:
         self._drop(uid)
-        self._valid.pop(uid, None)
 
     async def plan(self, body: Mapping[str, Any]) -> Planned:
         """The job and its desired children, or why it cannot be planned."""
@@ -74,12 +65,7 @@ class PlanCache:
             return cached[1]
         replicas = (body.get("spec") or {}).get("replicas")
         size = replicas if isinstance(replicas, int) else 1
-        validated = self._valid.get(uid) == key or checked_by_server(body, self.server_rules_since)
-        if not validated:
-            metrics.SPEC_VALIDATIONS.inc()
-        planned = await offload(size, plan_object, body, validated)
-        if not isinstance(planned, str):
-            self._valid[uid] = key
+        planned = await offload(size, plan_object, body)
         self._drop(uid)
         self._plans[uid] = (key, planned)
         self._pods += _pods(planned)

@@ -21,9 +21,11 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
+from multigpu_operator.api.base import field_errors
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import TERMINAL, ConditionType
-from multigpu_operator.api.validation import validate_object
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy import (
     cleanup,
@@ -106,21 +108,17 @@ def decide(
     return replace(decision, workload=change) if change else decision
 
 
-def plan_object(body: Mapping[str, Any], validated: bool = False) -> tuple[Job, DesiredState] | str:
+def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
     """A stored MultiGPUJob -> the job and its desired children, or why it cannot be
-    planned (pure: may run in a worker thread). `validated`: this spec passed our rules
-    before (here, or at the API server: api/server_rules.py)."""
-    problems = [] if validated else validate_object(body)
-    if problems:
-        # The API server rejects such a spec; this one was stored before a CRD upgrade
-        # or with validation off, so Job.from_object may not read it.
-        return "; ".join(problems)
-    # The same checks bound every count (api/limits.py): no stored object makes the
+    planned (pure: may run in a worker thread). The API server validated the object
+    when it was written; one kept from before a stricter CRD (validation ratcheting)
+    may not parse, and then pydantic's message names the field."""
+    # The same models bound every count (api/limits.py): no stored object makes the
     # operator plan more pods than the API allows.
     try:
         job = Job.from_object(body)
-    except ValueError as err:  # pydantic's ValidationError: a spec thought validated
-        return "; ".join(validate_object(body)) or str(err)
+    except ValidationError as err:
+        return field_errors(err, "spec")
     try:
         return job, plan_job(job)
     except PlanError as err:

@@ -113,8 +113,7 @@ class DirectClient:
             stored = await self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, manifest
             )
-            # The API server checked the spec: the operator would not validate it again.
-            planned = plan_object(stored, validated=True)
+            planned = plan_object(stored)
             assert not isinstance(planned, str), planned
             pods, service = [dict(p) for p in planned[1].pods], planned[1].service
         if "service" in self.parts:

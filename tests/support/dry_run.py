@@ -1,5 +1,5 @@
 """A job created with a server-side dry run: what the API server would store, or the
-lines of its refusal, in the form `validate()` gives them."""
+lines of its refusal ("<field>: <message>", or `unknown field "<field>"`)."""
 
 from __future__ import annotations
 

@@ -161,14 +161,41 @@ def test_render_reports_every_conflict_of_a_job() -> None:
     ]
 
 
-def test_render_reports_the_api_servers_lines() -> None:
+def test_render_reports_the_field_and_why() -> None:
     job = {**JOB, "spec": {**SPEC, "replicas": 100000}}
     objects, errors = cli.render([job], "default")
     assert objects == []
-    assert errors == [
-        "one: spec.replicas: Invalid value: 100000: spec.replicas in body should be less than or "
-        "equal to 5000"
-    ]
+    assert errors == ["one: spec.replicas: 100000 is greater than the maximum of 5000"]
+
+
+REFUSED = (
+    'MultiGPUJob.multigpu.dev "one" is invalid: spec.replicas: Invalid value: 100000: '
+    "spec.replicas in body should be less than or equal to 5000"
+)
+
+
+def test_render_server_prints_the_api_servers_words(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # --server sends each job as a dry run (cluster/job_dry_run.py) and plans what the
+    # server would store; a refusal is printed as the server words it.
+    asked: list[tuple[str, str]] = []
+
+    def dry_run_jobs(login: Any, jobs: list[Any], namespace: str) -> list[Any]:
+        asked.extend((j["metadata"]["name"], namespace) for j in jobs)
+        stored = {**jobs[0], "spec": {**SPEC, "replicas": 2, "masterPort": 29500}}
+        return [stored, REFUSED]
+
+    monkeypatch.setattr("multigpu_operator.cluster.job_dry_run.dry_run_jobs", dry_run_jobs)
+    two = [{**JOB, "metadata": {"name": "two"}}, {**JOB, "spec": {**SPEC, "replicas": 100000}}]
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all(two))
+    assert cli.main(["render", str(path), "--server", "-n", "team"]) == 1
+    out = capsys.readouterr()
+    assert asked == [("two", "team"), ("one", "team")]
+    assert out.err.strip() == f"error: one: {REFUSED}"
+    pods = [o for o in yaml.safe_load_all(out.out) if o["kind"] == "Pod"]
+    assert [p["metadata"]["name"] for p in pods] == ["two-0", "two-1"]
 
 
 def test_render_answers_every_generated_spec_without_an_exception() -> None:

@@ -1,6 +1,6 @@
 """The controller's plan cache (plans.py): bounded by desired pods, so memory does not
-grow with the number of jobs, and a plan that left it is rebuilt without validating the
-spec again (issue 15)."""
+grow with the number of jobs; a job is planned again only when its spec changes or its
+plan left the cache (issue 15)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import reconcile
-from multigpu_operator.api.validation import validate_object
+from multigpu_operator import plans
 from multigpu_operator.plans import PlanCache
+from multigpu_operator.reconcile import plan_object
 from support.controller_run import ddp_spec
 
 pytestmark = pytest.mark.asyncio
@@ -22,20 +22,20 @@ def job(name: str, replicas: int = 8, generation: int = 1) -> dict[str, Any]:
 
 
 @pytest.fixture
-def validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the jobs validate_object was run for."""
+def plannings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the jobs plan_object was run for."""
     seen: list[str] = []
 
-    def counted(body: Any) -> list[str]:
+    def counted(body: Any) -> Any:
         seen.append(body["metadata"]["name"])
-        return validate_object(body)
+        return plan_object(body)
 
-    monkeypatch.setattr(reconcile, "validate_object", counted)
+    monkeypatch.setattr(plans, "plan_object", counted)
     return seen
 
 
 async def test_plans_past_the_pod_limit_leave_the_least_recently_used_first(
-    validations: list[str],
+    plannings: list[str],
 ) -> None:
     cache = PlanCache(cached_pods=24)
     for name in ("a", "b", "c"):
@@ -43,27 +43,27 @@ async def test_plans_past_the_pod_limit_leave_the_least_recently_used_first(
     await cache.plan(job("a"))  # used again: now the most recent
     await cache.plan(job("d"))  # 32 pods: the least recently used (b) leaves
     assert (len(cache), cache.pods) == (3, 24)
-    assert validations == ["a", "b", "c", "d"]
-    # b is planned again without validating the same spec again; c leaves for it.
+    assert plannings == ["a", "b", "c", "d"]
+    # b left the cache: it is planned again, and c leaves for it.
     await cache.plan(job("b"))
-    assert validations == ["a", "b", "c", "d"]
+    assert plannings == ["a", "b", "c", "d", "b"]
     assert (len(cache), cache.pods) == (3, 24)
 
 
 @pytest.mark.parametrize(
-    ("change", "validated_again"),
+    ("change", "planned_again"),
     [
-        ({"generation": 2}, True),  # a new spec is validated
-        ({}, False),  # the same spec, planned again from the cache
+        ({"generation": 2}, True),  # a new spec is planned
+        ({}, False),  # the same spec: its plan comes from the cache
     ],
 )
-async def test_a_new_generation_is_validated_again(
-    validations: list[str], change: dict[str, Any], validated_again: bool
+async def test_a_new_generation_is_planned_again(
+    plannings: list[str], change: dict[str, Any], planned_again: bool
 ) -> None:
     cache = PlanCache()
     await cache.plan(job("a"))
     await cache.plan(job("a", **change))
-    assert validations == (["a", "a"] if validated_again else ["a"])
+    assert plannings == (["a", "a"] if planned_again else ["a"])
 
 
 async def test_the_newest_plan_stays_whatever_its_size() -> None:
@@ -74,10 +74,10 @@ async def test_the_newest_plan_stays_whatever_its_size() -> None:
     assert (len(cache), cache.pods) == (1, 16)
 
 
-async def test_a_forgotten_job_leaves_nothing(validations: list[str]) -> None:
+async def test_a_forgotten_job_leaves_nothing(plannings: list[str]) -> None:
     cache = PlanCache()
     await cache.plan(job("a"))
     cache.forget("uid-a")
     assert (len(cache), cache.pods) == (0, 0)
-    await cache.plan(job("a"))  # a job of the same UID again: validated again
-    assert validations == ["a", "a"]
+    await cache.plan(job("a"))  # a job of the same UID again: planned again
+    assert plannings == ["a", "a"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 # Kubernetes' integer formats: the API server stores int32 fields as 32-bit numbers.
@@ -36,3 +36,15 @@ def defaulted_object(model: type[ApiModel]) -> Any:
     """A sub-object the API server fills in as `{}` when omitted, and then its fields'
     defaults; the typed job gets the same object with every default."""
     return Field(default_factory=model, json_schema_extra={"default": {}})
+
+
+def field_errors(error: ValidationError, root: str) -> str:
+    """pydantic's message for each field of a model read at `root` (`spec`), naming the
+    field as Kubernetes does: `spec.elastic.minReplicas: Input should be ...`."""
+    lines = []
+    for found in error.errors(include_url=False):
+        field = root
+        for part in found["loc"]:
+            field += f"[{part}]" if isinstance(part, int) else f".{part}"
+        lines.append(f"{field}: {found['msg']}")
+    return "; ".join(lines)

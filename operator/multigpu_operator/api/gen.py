@@ -1,7 +1,7 @@
 """Write the generated manifests from their Python source.
 
 Run from the repository root after changing the API (any module of api/ but names.py,
-validation.py, server_checks.py and go_values.py):
+validation.py and cel.py):
 
     python -m multigpu_operator.api.gen
 

@@ -1,8 +1,8 @@
 """Cross-field rules of a MultiGPUJob, as CEL with their messages, declared once.
 
 api/schema.py attaches them to the objects they belong to in the CRD, where the API
-server evaluates them; `validate()` (api/validation.py) evaluates the same strings
-offline with a CEL library, so both report the same message. A message that states the
+server evaluates them; `validate()` (api/validation.py, for `mgj render`) evaluates the
+same strings offline with a CEL library, so both report the same message. A message that states the
 values it is about is a CEL expression too (messageExpression), with a fixed message
 beside it for when that expression cannot be evaluated. Transition rules (those that
 read `oldSelf`, the stored object) guard updates only; offline validation checks new

@@ -3,7 +3,7 @@
 The root object is declared here; its spec (api/spec.py, api/lifecycle.py,
 api/template.py) and status (api/status.py) are declared beside it, and api/openapi.py
 turns them into the CRD's structural schema with the CEL rules of api/rules.py.
-api/validation.py validates and defaults against this same schema offline.
+api/validation.py validates and defaults against this same schema offline (`mgj render`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The spec of a MultiGPUJob, declared once.
 
 These typed models are the single source of the API: the CRD's schema is generated from
-them (api/schema.py), offline validation and defaulting use that generated schema
-(api/validation.py), and the planner and reconciler read a `Job` parsed by them, with
-the same defaults the API server applies. To add a field, add it here with its default,
-bounds and description, then regenerate the CRD (`python -m multigpu_operator.api.gen`).
+them (api/schema.py), `mgj render`'s offline validation and defaulting use that
+generated schema (api/validation.py), and the planner and reconciler read a `Job` parsed
+by them, with the same defaults the API server applies. To add a field, add it here with
+its default, bounds and description, then regenerate the CRD
+(`python -m multigpu_operator.api.gen`).
 """
 
 from __future__ import annotations

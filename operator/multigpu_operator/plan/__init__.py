@@ -38,10 +38,11 @@ def plan_job(job: Job, replicas: int | None = None) -> DesiredState:
     """The Service and pods `job` should have; `replicas` overrides spec.replicas
     (an elastic job being scaled). Raises PlanError naming every field to fix.
 
-    `job` must be a valid MultiGPUJob (api/validation.py: what the API server checks,
-    bounds and name rules included, so every pod name is a DNS label); the planner checks
-    only what that validation cannot see: the pod template against what the operator
-    sets (plan/pod.py) and the `replicas` override.
+    `job` is one the API server validated (the CRD's bounds and name rules, so every pod
+    name is a DNS label); the planner checks what that validation cannot see: the pod
+    template against what the operator sets (plan/pod.py) and the `replicas` override,
+    and refuses, rather than fails on, a mode without what it needs (a job stored before
+    the CRD's rules said so).
     """
     n = job.spec.replicas if replicas is None else _check_override(job, replicas)
     layout = _MODES[job.spec.mode](job, n)
