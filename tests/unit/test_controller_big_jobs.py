@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator import controller, plans
-from multigpu_operator.children import CREATE_BATCH
+from multigpu_operator.actuator.children import CREATE_BATCH
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 

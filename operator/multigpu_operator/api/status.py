@@ -9,10 +9,11 @@ missing here is pruned on write) and what `kubectl explain` shows.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
 
@@ -43,10 +44,25 @@ class ConditionType(enum.StrEnum):
 
 
 Count = Annotated[Int32, Field(ge=0)]
+
+
+def _no_additional(schema: dict[str, Any]) -> None:
+    # A structural schema lists its properties and may not also say additionalProperties.
+    schema.pop("additionalProperties", None)
+
+
+class StatusModel(ApiModel):
+    """A part of the status: a field it does not declare is an error, not dropped (the
+    API server with fieldValidation=Strict refuses it too)."""
+
+    model_config = ConfigDict(**ApiModel.model_config, extra="forbid")
+    model_config["json_schema_extra"] = _no_additional
+
+
 Generation = Annotated[Int64, Field(ge=0)]
 
 
-class Condition(ApiModel):
+class Condition(StatusModel):
     type: str = Field(description=f"Condition type: {', '.join(ConditionType)}.")
     status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
     reason: str | None = Field(
@@ -59,7 +75,7 @@ class Condition(ApiModel):
     )
 
 
-class PodCounts(ApiModel):
+class PodCounts(StatusModel):
     """Pods of the job by phase."""
 
     pending: Count | None = Field(None, description="Pods not yet running.")
@@ -68,7 +84,7 @@ class PodCounts(ApiModel):
     failed: Count | None = Field(None, description="Pods that failed.")
 
 
-class LastFailure(ApiModel):
+class LastFailure(StatusModel):
     """The most recent pod failure the operator acted on."""
 
     pod: str | None = Field(None, description="The failed pod.")
@@ -80,7 +96,7 @@ class LastFailure(ApiModel):
     attempt: Count | None = Field(None, description="The attempt it belonged to.")
 
 
-class JobStatus(ApiModel):
+class JobStatus(StatusModel):
     """Observed state of the job, written by the operator."""
 
     phase: Phase | None = Field(
@@ -171,3 +187,22 @@ class JobStatus(ApiModel):
     observed_generation: Generation | None = Field(
         None, description="metadata.generation this status reflects."
     )
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any]) -> JobStatus:
+        """A status as the API server stores it (camelCase JSON)."""
+        return cls.model_validate(stored)
+
+    def as_api(self) -> dict[str, Any]:
+        """The status as the API's JSON: the fields set, camelCase. The one place a status
+        becomes JSON (the actuator's status write, and tests reading a decision)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def merged(self, later: JobStatus) -> JobStatus:
+        """This status with the fields `later` sets replaced."""
+        return self.model_copy(update={f: getattr(later, f) for f in later.model_fields_set})
+
+    def without(self, *fields: str) -> JobStatus:
+        """This status with `fields` (Python names) unset."""
+        kept = {f: getattr(self, f) for f in self.model_fields_set if f not in fields}
+        return JobStatus.model_construct(_fields_set=set(kept), **kept)
