@@ -30,7 +30,6 @@ from multigpu_operator import metrics
 from multigpu_operator.actuator import Actuator, Refused, WaitingFor
 from multigpu_operator.api.crd import crd
 from multigpu_operator.api.server_rules import rules_enforced_since
-from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.errors import (
     AccessDenied,
     ClusterError,
@@ -42,12 +41,10 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.trim import trim_job
-from multigpu_operator.objects import managed_here, older, owned_by, same_version
-from multigpu_operator.plans import PlanCache, offload
-from multigpu_operator.policy.fail import invalid_job
-from multigpu_operator.policy.queueing import dispatched_workload_change, multikueue_dispatched
+from multigpu_operator.job_pass import JobPass
+from multigpu_operator.objects import older, same_version
+from multigpu_operator.plans import PlanCache
 from multigpu_operator.policy.refusals import Refusal
-from multigpu_operator.reconcile import decide
 from multigpu_operator.settings import Settings
 from multigpu_operator.workqueue import Backoff, WorkQueue
 
@@ -93,6 +90,9 @@ class Controller:
         self.refusals: dict[JobKey, Refusal] = {}
         self.actuator = Actuator(
             cluster, self.informer, self.services, self.kueue, self.jobs, self._wake
+        )
+        self.passes = JobPass(
+            self.informer, self.nodes, self.kueue, self.plans, self.actuator, clock
         )
 
     async def start(self, reconcile: bool = True) -> None:
@@ -228,8 +228,11 @@ class Controller:
             # Workload once it is released.
             await self.actuator.release_deleted(key)
             return
+        refusal = self.refusals.pop(key, None)
+        if refusal is not None and refusal.uid != body["metadata"].get("uid"):
+            refusal = None  # of a job of the same name, gone since
         try:
-            await self._reconcile(key, body)
+            await self.passes.run(key, body, refusal)
         except (NotFound, NamespaceTerminating) as err:
             # Expected ends, not errors: a 404 on the job's status write (it was deleted
             # during this pass, or while the watch was down and its DELETED event never
@@ -237,45 +240,6 @@ class Controller:
             # the namespace is being deleted (the job goes with it).
             log.info("%s/%s is gone or going (%s); forgetting it", *key, err.message)
             self._forget(key, body["metadata"].get("uid", ""))
-
-    async def _reconcile(self, key: JobKey, body: dict[str, Any]) -> None:
-        refusal = self.refusals.pop(key, None)
-        if refusal is not None and refusal.uid != body["metadata"].get("uid"):
-            refusal = None  # of a job of the same name, gone since
-        planned = await self.plans.plan(body)
-        if isinstance(planned, str) and not managed_here(body):
-            return
-        if isinstance(planned, str):
-            stored = JobStatus.read(body.get("status") or {})
-            generation = int(body["metadata"].get("generation", 1))
-            failed = invalid_job(stored, generation, "InvalidSpec", planned, self._clock())
-            await self.actuator.fail(body, failed)
-            return
-        job, desired = planned
-        if not job.spec.managed_here:
-            # Another controller's job: no pods, no status; a job MultiKueue dispatches
-            # still needs its Workload here (Kueue's job-framework part is ours).
-            if multikueue_dispatched(job) and self.kueue.queued(job):
-                workload = self.kueue.informer.workload_of(key, job)
-                change = dispatched_workload_change(workload)
-                await self.actuator.sync_workload(job, desired, change, workload)
-            return
-        pods = [p for p in self.informer.pods_of(key) if owned_by(p, job.ref.uid)]
-        previous = body.get("status") or {}
-        queued = self.kueue.standing(key, job) if self.kueue.queued(job) else (None, None)
-        decision = await offload(
-            len(desired.pods),
-            decide,
-            job,
-            desired,
-            pods,
-            previous,
-            self._clock(),
-            self.nodes.nodes(),
-            *queued,
-            refusal,
-        )
-        await self.actuator.carry_out(body, job, desired, pods, decision, queued[1])
 
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""

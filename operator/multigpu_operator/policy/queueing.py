@@ -144,6 +144,14 @@ def workload_change(
     return None
 
 
+def queued_in_kueue(mode: str, served: bool, job: Job) -> bool:
+    """Whether `job` runs only when Kueue admits it: labelled with a queue, and MGJ_KUEUE
+    `on`, or `auto` with Kueue's Workload API `served`."""
+    if mode == "off" or not job.queue_name:
+        return False
+    return mode == "on" or served
+
+
 def multikueue_dispatched(job: Job) -> bool:
     """Whether MultiKueue runs `job` in a worker cluster: its Workload only is ours."""
     return bool(job.queue_name and job.spec.managed_by == kueue.MULTIKUEUE_CONTROLLER)
