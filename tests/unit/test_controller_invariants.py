@@ -16,7 +16,7 @@ from multigpu_operator.actuator import Actuator
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.errors import Invalid
-from multigpu_operator.controller import Controller
+from multigpu_operator.job_pass import JobPass
 from multigpu_operator.policy.step import Decision, StatusUpdate
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
@@ -95,15 +95,15 @@ def _in_module(module: str, source: str) -> Any:
 async def test_a_write_from_outside_the_actuator_fails_a_controller_test(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The controller deleting a job itself, instead of through a Decision.
-    reconcile = _in_module(
-        "multigpu_operator.controller",
-        "async def _reconcile(self, key, body):\n"
-        "    await self.cluster.delete_job(*key, body['metadata']['uid'])\n",
+    # A pass deleting a job itself, instead of through a Decision.
+    run = _in_module(
+        "multigpu_operator.job_pass",
+        "async def run(self, key, body, refusal):\n"
+        "    await self.actuator.cluster.delete_job(*key, body['metadata']['uid'])\n",
     )
-    monkeypatch.setattr(Controller, "_reconcile", reconcile)
+    monkeypatch.setattr(JobPass, "run", run)
     cluster = FakeCluster()
-    with pytest.raises(AssertionError, match=r"multigpu_operator\.controller: delete_job"):
+    with pytest.raises(AssertionError, match=r"multigpu_operator\.job_pass: delete_job"):
         await run_one_job(cluster)
 
 
