@@ -15,7 +15,12 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass, build_workload
-from multigpu_operator.policy.queueing import priority_class_missing, workload_waits
+from multigpu_operator.policy.queueing import (
+    holds_quota,
+    priority_class_missing,
+    release_after_delete,
+    workload_waits,
+)
 from multigpu_operator.policy.step import WorkloadChange
 
 log = logging.getLogger(__name__)
@@ -73,7 +78,7 @@ class WorkloadWrites:
         """The job is gone: drop the finalizer of its Workload once garbage collection
         deletes it (Kueue's job framework does so for a Workload being deleted)."""
         workload = self._kueue.informer.any_workload_of(key)
-        if workload is None or not workload["metadata"].get("deletionTimestamp"):
+        if workload is None or not release_after_delete(workload):
             return
         try:
             await self._drop_finalizer(key[0], workload)
@@ -91,10 +96,9 @@ class WorkloadWrites:
         """Without Kueue's resource-in-use finalizer. Unconditional: nothing else of the
         Workload changes, and after the job is deleted no later pass would retry."""
         meta = workload["metadata"]
-        finalizers = meta.get("finalizers") or []
-        if kueue.RESOURCE_IN_USE_FINALIZER not in finalizers:
+        if not holds_quota(workload):
             return
-        kept = [f for f in finalizers if f != kueue.RESOURCE_IN_USE_FINALIZER]
+        kept = [f for f in meta["finalizers"] if f != kueue.RESOURCE_IN_USE_FINALIZER]
         await self._cluster.patch_workload(
             namespace, meta["name"], {"metadata": {"finalizers": kept}}, None
         )

@@ -191,5 +191,16 @@ def workload_waits(installed: bool, prebuilt: str | None) -> str | None:
     return None
 
 
+def holds_quota(workload: Mapping[str, Any]) -> bool:
+    """Whether `workload` has Kueue's resource-in-use finalizer."""
+    return kueue.RESOURCE_IN_USE_FINALIZER in (workload["metadata"].get("finalizers") or [])
+
+
+def release_after_delete(workload: Mapping[str, Any]) -> bool:
+    """Whether the Workload of a deleted job is to lose Kueue's finalizer: garbage
+    collection is deleting it (Kueue's job framework releases a Workload being deleted)."""
+    return bool(workload["metadata"].get("deletionTimestamp")) and holds_quota(workload)
+
+
 def priority_class_missing(name: str) -> str:
     return f"WorkloadPriorityClass {name!r} does not exist"
