@@ -85,8 +85,8 @@ class Actuator:
         key = (job.ref.namespace, job.ref.name)
         update = StatusUpdate(decision.status, decision.events, decision.entered)
         if decision.only_status:
-            if await self.status.write(body, update):
-                self.requeue(key, decision)
+            await self.status.write(body, update)
+            self.requeue(key, decision)
             return
         await self.check_template(job, desired, pods, decision)
         if not await self.write_status(body, job, decision):

@@ -1,9 +1,10 @@
 """The status of a MultiGPUJob: its vocabulary (phases, condition types) and its schema.
 
 Phases and condition types are API: users, kubectl columns, dashboards and alert rules read
-them, so every layer above imports them from here. The models say what the API server
-keeps of the status the operator writes as plain data (policy/status.py builds it; a field
-missing here is pruned on write) and what `kubectl explain` shows.
+them, so every layer above imports them from here. `JobStatus` is both the CRD's status
+schema (what `kubectl explain` shows) and what a reconcile pass produces (policy/status.py
+builds it); a field it does not declare is an error, in the operator and, with strict
+field validation, at the API server.
 """
 
 from __future__ import annotations
@@ -194,15 +195,10 @@ class JobStatus(StatusModel):
         return cls.model_validate(stored)
 
     def as_api(self) -> dict[str, Any]:
-        """The status as the API's JSON: the fields set, camelCase. The one place a status
-        becomes JSON (the actuator's status write, and tests reading a decision)."""
+        """The status as the API's JSON: the fields set, camelCase. The actuator's status
+        write (actuator/status.py) is where a pass's status becomes JSON."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     def merged(self, later: JobStatus) -> JobStatus:
         """This status with the fields `later` sets replaced."""
         return self.model_copy(update={f: getattr(later, f) for f in later.model_fields_set})
-
-    def without(self, *fields: str) -> JobStatus:
-        """This status with `fields` (Python names) unset."""
-        kept = {f: getattr(self, f) for f in self.model_fields_set if f not in fields}
-        return JobStatus.model_construct(_fields_set=set(kept), **kept)
