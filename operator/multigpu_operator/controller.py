@@ -1,18 +1,20 @@
 """The reconcile loop: a de-duplicating work queue of jobs, drained by a few workers.
 
 Each reconcile reads the latest job (from kopf's watch) and the job's pods (from the
-label-selected pod informer), runs the pure planner and policies, performs the
-resulting actions, and writes the status once at the end; events follow a
-successful status write. One key is never reconciled by two workers at once.
+label-selected pod informer), runs the pure pass (reconcile.py) and hands its Decision
+to the actuator (actuator/), the one place that acts on the cluster: status first,
+events after a successful status write. One key is never reconciled by two workers at
+once.
 
 The cluster is reached only through the cluster.protocol.Cluster it is given, and
 fails only with cluster/errors.py's errors: tests run it against an in-memory fake.
 
 Expected answers of the API server are not errors. A job gone (404) or whose namespace
 is being deleted is forgotten; a conflict is looked at again; a child refused by
-validation or admission fails the job naming the field, one refused by a full quota
-waits with backoff. Only what is nobody's plan (an outage, the operator's own RBAC, a
-bug) is logged as an error, counted in mgj_reconcile_errors_total and retried.
+validation or admission is recorded here (`refusals`) and the next pass fails the job
+naming the field (policy/refusals.py); one refused by a full quota waits with backoff.
+Only what is nobody's plan (an outage, the operator's own RBAC, a bug) is logged as an
+error, counted in mgj_reconcile_errors_total and retried.
 """
 
 from __future__ import annotations
@@ -25,17 +27,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from multigpu_operator import metrics
-from multigpu_operator.api.status import TERMINAL
-from multigpu_operator.children import (
-    TemplateChecks,
-    WaitingFor,
-    create_pods,
-    create_service,
-)
+from multigpu_operator.actuator import Actuator, Refused, WaitingFor
 from multigpu_operator.cluster.errors import (
     AccessDenied,
     ClusterError,
-    Invalid,
     NamespaceTerminating,
     NotFound,
 )
@@ -44,13 +39,11 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.trim import trim_job
-from multigpu_operator.objects import managed_here, older, owned_by, same_version
-from multigpu_operator.plans import PlanCache, offload
-from multigpu_operator.policy.status import first_write_waits
-from multigpu_operator.policy.step import StatusUpdate
-from multigpu_operator.reconcile import decide
+from multigpu_operator.job_pass import JobPass
+from multigpu_operator.objects import older, same_version
+from multigpu_operator.plans import PlanCache
+from multigpu_operator.policy.refusals import Refusal
 from multigpu_operator.settings import Settings
-from multigpu_operator.status_writer import StatusWriter
 from multigpu_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -89,8 +82,14 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcilers: list[asyncio.Task[None]] = []
         self.plans = PlanCache()
-        self.status = StatusWriter(cluster, self.jobs, self._wake, clock)
-        self.templates = TemplateChecks(cluster)  # dry runs of templates (children.py)
+        # What the API server refused in each job's last pass: the next pass's input.
+        self.refusals: dict[JobKey, Refusal] = {}
+        self.actuator = Actuator(
+            cluster, self.informer, self.services, self.kueue, self.jobs, self._wake
+        )
+        self.passes = JobPass(
+            self.informer, self.nodes, self.kueue, self.plans, self.actuator, clock
+        )
 
     async def start(self, reconcile: bool = True) -> None:
         """Start the caches, and the workers unless a leader election starts them."""
@@ -113,7 +112,7 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self._reconcilers, return_exceptions=True)
         self._reconcilers = []
-        await self.status.stop()
+        await self.actuator.status.stop()
 
     async def stop(self) -> None:
         await self.stop_workers()
@@ -145,12 +144,13 @@ class Controller:
         """The job with `uid` is gone: no more passes, timers, metrics series or plans.
         (A new job of the same name, already cached, is left alone.)"""
         self.plans.forget(uid)
-        self.templates.forget(uid)
+        self.actuator.templates.forget(uid)
         cached = self.jobs.get(key)
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
+            self.refusals.pop(key, None)
             metrics.job_forgotten(*key)
-            self.status.forget(key)
+            self.actuator.forget(key, uid)
             self.queue.discard(key)
 
     # Workers ----------------------------------------------------------------
@@ -168,6 +168,10 @@ class Controller:
             except asyncio.CancelledError:
                 self.queue.add(key)  # cut short: whoever reconciles next does it again
                 raise
+            except Refused as refused:
+                # Looked at again at once: that pass writes what the refusal means.
+                self.refusals[key] = refused.refusal
+                self.queue.add(key)
             except WaitingFor as waiting:
                 delay = self.queue.retry(key)
                 log.info("%s/%s waits: %s; looking again in %.0fs", *key, waiting, delay)
@@ -200,10 +204,13 @@ class Controller:
         if body is None or body["metadata"].get("deletionTimestamp"):
             # Deleted, or being deleted: garbage collection removes the children, the
             # Workload once it is released.
-            await self.kueue.release_deleted(key)
+            await self.actuator.release_deleted(key)
             return
+        refusal = self.refusals.pop(key, None)
+        if refusal is not None and refusal.uid != body["metadata"].get("uid"):
+            refusal = None  # of a job of the same name, gone since
         try:
-            await self._reconcile(key, body)
+            await self.passes.run(key, body, refusal)
         except (NotFound, NamespaceTerminating) as err:
             # Expected ends, not errors: a 404 on the job's status write (it was deleted
             # during this pass, or while the watch was down and its DELETED event never
@@ -211,99 +218,6 @@ class Controller:
             # the namespace is being deleted (the job goes with it).
             log.info("%s/%s is gone or going (%s); forgetting it", *key, err.message)
             self._forget(key, body["metadata"].get("uid", ""))
-
-    async def _reconcile(self, key: JobKey, body: dict[str, Any]) -> None:
-        planned = await self.plans.plan(body)
-        if isinstance(planned, str) and not managed_here(body):
-            return
-        if isinstance(planned, str):
-            await self.status.fail(body, "InvalidSpec", planned)
-            return
-        job, desired = planned
-        if not job.spec.managed_here:
-            # Another controller's job: no pods, no status; a job MultiKueue dispatches
-            # still needs its Workload here (Kueue's job-framework part is ours).
-            waiting = await self.kueue.dispatched(key, job, desired)
-            if waiting:
-                raise WaitingFor(waiting)
-            return
-        pods = [p for p in self.informer.pods_of(key) if owned_by(p, job.ref.uid)]
-        previous = body.get("status") or {}
-        queued = self.kueue.standing(key, job) if self.kueue.queued(job) else (None, None)
-        decision = await offload(
-            len(desired.pods),
-            decide,
-            job,
-            desired,
-            pods,
-            previous,
-            self._clock(),
-            self.nodes.nodes(),
-            *queued,
-        )
-        # A template no pod is created from yet is checked now (once per generation): a
-        # refusal fails the job from this pass's status, as a refused create does.
-        refused = await self.templates.check(job, desired, pods, decision)
-        if refused is not None:
-            await self.status.refused(body, "Pod", refused, decision.status)
-            return
-        # Counters first: once the status says "attempt 3", a crash cannot make it 2 again.
-        # (A new job's attempt 1 needs no write first: policy/status.py first_write_waits.)
-        update = StatusUpdate(decision.status, decision.events, decision.entered)
-        waits = first_write_waits(previous, decision)
-        base = decision.status if waits else None  # what a refusal's status starts from
-        try:
-            if (
-                not waits
-                and not self.status.counts_held(key, previous, decision.status)
-                and not (await self.status.write(body, update))
-            ):
-                return
-        except Invalid as err:
-            # Numbers the schema should have bounded (a world size past int32) make a
-            # status the server refuses: say so once instead of retrying forever.
-            await self.status.fail(
-                body, "InvalidSpec", f"the job's status was refused: {err.message}"
-            )
-            self._wake(key, 0)  # pods created before that write go by the clean-pod policy
-            return
-        if decision.restarts:
-            metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
-        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
-        await asyncio.gather(
-            *(
-                self.cluster.delete_pod(job.ref.namespace, name, uids.get(name))
-                for name in decision.delete_pods
-            )
-        )
-        # The Service before the pods (their DNS names), on every pass like the pods: one
-        # deleted by hand, or never created (a crash between the two), is created again.
-        if decision.status.get("phase") not in TERMINAL and not self.services.has_service(
-            key, job.ref.uid
-        ):
-            refused = await create_service(self.cluster, self.services, key, desired.service)
-            if refused is not None:
-                await self.status.refused(body, "Service", refused, base)
-                return
-        unseen = self.informer.unseen(key)
-        refused = await create_pods(
-            self.cluster,
-            self.informer,
-            key,
-            tuple(p for p in decision.create_pods if p["metadata"]["name"] not in unseen),
-        )
-        if refused is not None:
-            await self.status.refused(body, "Pod", refused, base)
-            return
-        if decision.workload is not None:
-            waiting = await self.kueue.write(job, desired, decision.workload, queued[1])
-            if waiting:
-                raise WaitingFor(waiting)
-        if decision.delete_job:
-            log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
-            await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
-        if decision.requeue_after is not None:
-            self._wake(key, decision.requeue_after)
 
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""

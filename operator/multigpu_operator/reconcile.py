@@ -4,7 +4,8 @@ again. docs/lifecycle.md describes these rules for users.
 
 The pass is the ordered list of steps below, each a pure function in policy/ that
 returns an Outcome; the outcomes are merged in order, the first one that stops the pass
-ends it, and the status is written once, at the end (policy/status.py).
+ends it, and the status is built once, at the end (policy/status.py); a refusal of the
+last pass by the API server turns into the status here too (policy/refusals.py).
 
 Level-triggered: the result depends only on what exists now and on the status written
 before, never on what the operator remembers, so a restart at any point finishes what
@@ -25,7 +26,7 @@ from pydantic import ValidationError
 
 from multigpu_operator.api.base import field_errors
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import TERMINAL, ConditionType
+from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy import (
     cleanup,
@@ -40,17 +41,9 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.conditions import Conditions, Event, condition
 from multigpu_operator.policy.kueue_admission import Admission
-from multigpu_operator.policy.step import (
-    Decision,
-    Observed,
-    Outcome,
-    Progress,
-    StatusUpdate,
-    merged,
-)
-from multigpu_operator.policy.timestamps import rfc3339
+from multigpu_operator.policy.refusals import Refusal, after_refusal
+from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
 
 Step = Callable[[Observed, Progress], Outcome]
 
@@ -77,9 +70,11 @@ def decide(
     nodes: Sequence[Mapping[str, Any]] = (),
     admission: Admission | None = None,
     workload: Mapping[str, Any] | None = None,
+    refusal: Refusal | None = None,
 ) -> Decision:
     """`admission` and `workload`: the job's standing in Kueue and its Workload, for a
-    job queued there (None otherwise)."""
+    job queued there (None otherwise). `refusal`: what the API server refused in the
+    job's last pass (policy/refusals.py)."""
     placed = queueing.with_admission(desired, admission)
     unplaceable = placed if isinstance(placed, str) else ""
     seen = Observed(
@@ -104,6 +99,9 @@ def decide(
     if phase in TERMINAL:
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
     decision = status.conclude(seen, progress, merged(outcomes), phase)
+    decision = replace(decision, status_waits=status.first_write_waits(previous, decision))
+    if refusal is not None:
+        return after_refusal(decision, previous, job.generation, refusal, now)
     change = queueing.workload_change(seen, decision, workload)
     return replace(decision, workload=change) if change else decision
 
@@ -123,18 +121,3 @@ def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:
         return job, plan_job(job)
     except PlanError as err:
         return str(err)
-
-
-def not_created(
-    status: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
-) -> StatusUpdate:
-    """`status` with the Created condition False for `reason` (the server refused a
-    child), and a Warning event the first time, not on every retry."""
-    again = any(
-        c["type"] == ConditionType.CREATED and c.get("reason") == reason
-        for c in status.get("conditions", [])
-    )
-    conditions = Conditions(status, generation, rfc3339(now))
-    conditions.apply([condition(ConditionType.CREATED, False, reason, message)])
-    events = () if again else (Event("Warning", reason, message),)
-    return StatusUpdate({**status, "conditions": conditions.as_list()}, events, None)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.controller import Controller
 from multigpu_operator.settings import Settings
 from support.fake_cluster import FakeCluster
@@ -43,6 +44,7 @@ async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIter
     controller = Controller(
         cluster, Settings(**{"workers": 4, "kueue": "off", **settings}), clock=clock
     )
+    twice = count_status_writes(controller, cluster)
     cluster.on_job_event = controller.job_event
     await controller.start()
     try:
@@ -50,3 +52,28 @@ async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIter
     finally:
         await controller.stop()
         cluster.on_job_event = None
+    # The operator's invariants, checked for every test that runs the controller.
+    assert not cluster.refused_statuses, f"status writes refused: {cluster.refused_statuses}"
+    assert not cluster.outside_actuator, f"writes outside the actuator: {cluster.outside_actuator}"
+    assert not twice, f"passes that wrote the status more than once: {twice}"
+
+
+def count_status_writes(controller: Controller, cluster: FakeCluster) -> list[JobKey]:
+    """Wraps the controller's pass: the keys of passes that wrote their job's status more
+    than once (passes of one key never overlap; other keys' writes are not counted)."""
+    twice: list[JobKey] = []
+    reconcile = controller.reconcile
+
+    async def one_pass(key: JobKey) -> None:
+        def writes() -> int:
+            return sum(c.args[:2] == key for c in cluster.calls_of("patch_job_status"))
+
+        before = writes()
+        try:
+            await reconcile(key)
+        finally:
+            if writes() - before > 1:
+                twice.append(key)
+
+    controller.reconcile = one_pass  # type: ignore[method-assign]
+    return twice

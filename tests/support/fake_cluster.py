@@ -13,24 +13,40 @@ the kopf handler does; None while its watch is down), the kubelet (`set_phase`),
 and failures (`fail` makes the next calls of one method raise one of
 cluster/errors.py's errors, `heal` cancels those still planned). Every call is recorded,
 with the loop time it was made at, in `calls`.
+
+Two of the API server's checks are the project's own invariants here: a status write is
+checked against the CRD's status schema with strict field validation (a misspelt key is
+refused and kept in `refused_statuses`), and every write (an action) records the module
+that made it, those of operator modules other than the actuator in
+`outside_actuator`. support/controller_run.py fails a test that leaves either.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import itertools
+import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import API_VERSION, KIND
-from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, NotFound
+from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, Invalid, NotFound
+from support.status_schema import status_problems
 
 ObjectKey = tuple[str, str]  # (namespace, name)
 JobEventHandler = Callable[[str, Mapping[str, Any]], None]
+
+
+# The one package of the operator that acts on the cluster.
+ACTUATOR = "multigpu_operator.actuator"
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,24 @@ class Call:
     method: str
     at: float  # loop time
     args: tuple[Any, ...]
+
+
+def action(
+    method: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A write: the module whose code calls it is recorded (at the call, before the
+    coroutine runs in whatever task gathers it)."""
+
+    @functools.wraps(method)
+    def called(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        fake = args[0]
+        assert isinstance(fake, FakeCluster)
+        if caller.startswith("multigpu_operator.") and not caller.startswith(ACTUATOR):
+            fake.outside_actuator.append(f"{caller}: {method.__name__}")
+        return method(*args, **kwargs)
+
+    return called
 
 
 @dataclass(frozen=True)
@@ -58,6 +92,8 @@ class FakeCluster:
         self.events: list[PostedEvent] = []
         self.calls: list[Call] = []
         self.on_job_event: JobEventHandler | None = None
+        self.refused_statuses: list[str] = []  # status writes the schema refused
+        self.outside_actuator: list[str] = []  # writes made by other operator modules
         self._errors: dict[str, list[ClusterError]] = defaultdict(list)
         self._version = 0  # the last resourceVersion handed out
         self._uids = itertools.count(1)
@@ -200,6 +236,7 @@ class FakeCluster:
 
     # cluster.protocol.Cluster -------------------------------------------------------
 
+    @action
     async def create_pod(self, namespace: str, pod: Mapping[str, Any]) -> bool:
         name = pod["metadata"]["name"]
         await self._call("create_pod", namespace, name)
@@ -217,10 +254,12 @@ class FakeCluster:
         self._pod_changed("ADDED", created)
         return True
 
+    @action
     async def dry_run_pod(self, namespace: str, pod: Mapping[str, Any]) -> None:
         # Accepted, unless a test made it fail (`fail("dry_run_pod", ...)`); nothing stored.
         await self._call("dry_run_pod", namespace, pod["metadata"]["name"])
 
+    @action
     async def create_service(self, namespace: str, service: Mapping[str, Any]) -> bool:
         name = service["metadata"]["name"]
         await self._call("create_service", namespace, name)
@@ -236,6 +275,7 @@ class FakeCluster:
         self._service_changed("ADDED", created)
         return True
 
+    @action
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> None:
         await self._call("delete_pod", namespace, name, uid)
         pod = self.pods.get((namespace, name))
@@ -243,6 +283,7 @@ class FakeCluster:
             return  # gone, or a namesake: the UID precondition protects it
         self._remove_pod(namespace, name)
 
+    @action
     async def patch_job_status(
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
     ) -> dict[str, Any]:
@@ -256,11 +297,17 @@ class FakeCluster:
                 "modified; please apply your changes to the latest version and try again",
                 409,
             )
-        job["status"] = _merge(job.get("status") or {}, patch)
+        status = _merge(job.get("status") or {}, patch)
+        problems = status_problems(status)
+        if problems:
+            self.refused_statuses += problems
+            raise Invalid(f'MultiGPUJob.multigpu.dev "{name}" is invalid: {problems}', 422)
+        job["status"] = status
         job["metadata"]["resourceVersion"] = self._next_version()
         self._job_changed("MODIFIED", job)
         return copy.deepcopy(job)
 
+    @action
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         await self._call("delete_job", namespace, name, uid)
         job = self.jobs.get((namespace, name))
@@ -276,6 +323,7 @@ class FakeCluster:
             if _owned(service, uid):
                 self.delete_service(service_name, ns)
 
+    @action
     async def post_event(
         self, job: Mapping[str, Any], type_: str, reason: str, message: str
     ) -> None:
@@ -384,6 +432,7 @@ class FakeCluster:
             raise NotFound(f'{plural} "{name}" not found', 404)
         return copy.deepcopy(obj)
 
+    @action
     async def create_workload(self, namespace: str, workload: Mapping[str, Any]) -> bool:
         name = workload["metadata"]["name"]
         await self._call("create_workload", namespace, name)
@@ -398,6 +447,7 @@ class FakeCluster:
         self._kueue_changed(kueue.WORKLOADS, "ADDED", created)
         return True
 
+    @action
     async def patch_workload(
         self,
         namespace: str,

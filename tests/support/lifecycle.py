@@ -47,7 +47,7 @@ class JobRun:
         pods = list(self.pods.values())
         decision = decide(job, plan_job(job), pods, self.status, self.now, self.nodes)
         self.decisions.append(decision)
-        self.status = copy.deepcopy(decision.status)
+        self.status = copy.deepcopy(decision.status.as_api())
         for name in decision.delete_pods:
             self.pods.pop(name, None)  # the kubelet is instant here
         for pod in decision.create_pods:

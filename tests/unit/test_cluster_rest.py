@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.errors import ClusterError, NotFound, Unreachable, transient
 from multigpu_operator.cluster.rest import MERGE_PATCH, Rest
 
@@ -195,3 +196,23 @@ async def test_a_connection_reset_without_an_answer_is_unreachable() -> None:
 )
 def test_transient_answers_are_no_answer_429_and_5xx(status: int, expected: bool) -> None:
     assert transient(ClusterError("x", status)) is expected
+
+
+@pytest.mark.asyncio
+async def test_status_writes_and_pod_creates_refuse_unknown_fields(
+    server: tuple[ApiServer, str],
+) -> None:
+    """Strict field validation: a field the schema lacks is refused, never dropped with
+    a warning nobody reads."""
+    api, url = server
+    kube = Kube(Rest(lambda: Token(url, "new")))
+    try:
+        await kube.patch_job_status("ns", "train", {"phase": "Running"}, "7")
+        await kube.create_pod("ns", {"metadata": {"name": "train-0"}})
+    finally:
+        await kube.rest.close()
+    assert api.seen is not None
+    assert [(s["method"], s["query"].get("fieldValidation")) for s in api.seen] == [
+        ("PATCH", "Strict"),
+        ("POST", "Strict"),
+    ]

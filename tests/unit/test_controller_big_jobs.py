@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import controller, plans
-from multigpu_operator.children import CREATE_BATCH
+from multigpu_operator import job_pass, plans
+from multigpu_operator.actuator.children import CREATE_BATCH
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -65,7 +65,7 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
     replicas = 3000  # about 0.3 s to plan: a stall the loop would feel
     loop_thread = threading.get_ident()
     ran_in: dict[str, set[bool]] = {"plan_object": set(), "decide": set()}
-    for name, module in (("plan_object", plans), ("decide", controller)):
+    for name, module in (("plan_object", plans), ("decide", job_pass)):
         work = getattr(module, name)
 
         def recorded(*args: Any, _name: str = name, _work: Any = work) -> Any:

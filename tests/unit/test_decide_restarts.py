@@ -50,7 +50,7 @@ def test_a_pass_is_idempotent_and_conditions_keep_their_time() -> None:
     again = run.step(60)
     assert again.events == ()
     assert again.entered is None
-    assert again.status["conditions"] == first.status["conditions"]
+    assert again.status.as_api()["conditions"] == first.status.as_api()["conditions"]
     assert again.create_pods == ()
     assert again.delete_pods == ()
 
@@ -142,7 +142,7 @@ def test_a_failed_ddp_rank_replaces_every_pod_of_the_attempt() -> None:
     run.step()
     run.set_phase("job-2", "Failed", 137)
     restart = run.step()
-    assert restart.status["phase"] == "Restarting"
+    assert restart.status.as_api()["phase"] == "Restarting"
     assert set(restart.delete_pods) == {"job-0", "job-1", "job-2"}
     assert restart.create_pods == ()  # names are reused only once the old pods are gone
     condition = run.condition("Restarting")

@@ -55,7 +55,10 @@ def test_an_invalid_image_name_fails_at_once() -> None:
     run = created(ddp())
     run.waiting("job-0", "InvalidImageName", "couldn't parse image name")
     run.step()
-    assert (run.status["phase"], run.status["reason"]) == ("Failed", "InvalidImageName")
+    assert (run.status["phase"], run.status["reason"]) == (
+        "Failed",
+        "InvalidImageName",
+    )
     assert "no retry can fix this" in run.condition("Failed")["message"]
     assert run.pods == {}
 
@@ -133,7 +136,10 @@ def test_a_job_no_node_can_fit_says_so_at_once_and_is_not_requeued(
     created(run)
     unschedulable(run, NO_ROOM)
     run.step()
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "NoNodeFits")
+    assert (run.status["phase"], run.status["reason"]) == (
+        "Pending",
+        "NoNodeFits",
+    )
     scheduled = run.condition("Scheduled")
     assert scheduled["reason"] == "NoNodeFits"
     assert scheduled["message"].startswith(
@@ -153,7 +159,10 @@ def test_a_busy_cluster_is_still_requeued() -> None:
     created(run)
     unschedulable(run, NO_ROOM)
     run.step()
-    assert (run.status["phase"], run.status["reason"]) == ("Pending", "Unschedulable")
+    assert (run.status["phase"], run.status["reason"]) == (
+        "Pending",
+        "Unschedulable",
+    )
     run.step(60)
     assert run.condition("Scheduled")["reason"] == "GangTimeout"
     assert "requeueAt" in run.status

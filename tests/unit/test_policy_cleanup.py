@@ -87,6 +87,6 @@ def test_completion_time_and_ttl(
 ) -> None:
     seen = observed(job(runPolicy={"ttlSecondsAfterFinished": ttl}), [], previous, now)
     finished = after_finish(seen)
-    assert finished.status == {"completionTime": expected["completion"]}
+    assert finished.status.as_api() == {"completionTime": expected["completion"]}
     assert finished.wake_after == expected.get("wake", ())
     assert finished.delete_job is expected.get("delete_job", False)

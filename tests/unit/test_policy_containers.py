@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.containers import (
     STARTING,
@@ -83,7 +83,7 @@ def test_problem_messages_name_pod_replica_container_and_image() -> None:
 
 
 WAITS = "; the job fails if this lasts startPolicy.timeoutSeconds (300s)"
-SINCE = {"cannotStartSince": stamp(0)}
+SINCE = JobStatus(cannot_start_since=stamp(0))
 SEVERAL = 'pod job-0 (replica 0) container trainer: ImagePullBackOff (image "nope:1") (and 1 more)'
 
 
@@ -113,7 +113,7 @@ SEVERAL = 'pod job-0 (replica 0) container trainer: ImagePullBackOff (image "nop
                 "cannotStartSince": stamp(-100),
             },
             Outcome(
-                status={"cannotStartSince": stamp(-100)},
+                status=JobStatus.read({"cannotStartSince": stamp(-100)}),
                 changes=(condition(RUNNING, False, "ErrImagePull", PULL_TEXT + WAITS),),
                 wake_after=(200,),
             ),
@@ -191,7 +191,7 @@ def problem(text: str, reason: str, note: str, **outcome: Any) -> Outcome:
             [waiting(0, "CreateContainerConfigError", 'no key "k"'), pod(1)],
             -299,
             Outcome(
-                status={"cannotStartSince": stamp(-299)},
+                status=JobStatus.read({"cannotStartSince": stamp(-299)}),
                 changes=(
                     condition(RUNNING, False, "CreateContainerConfigError", CONFIG_TEXT + WAITS),
                     Event("Warning", "CreateContainerConfigError", CONFIG_TEXT + WAITS),
@@ -228,7 +228,7 @@ def problem(text: str, reason: str, note: str, **outcome: Any) -> Outcome:
                 CONFIG_TEXT,
                 "CreateContainerConfigError",
                 "waiting for it to heal (startPolicy.onTimeout Wait)",
-                status={"cannotStartSince": stamp(-3600)},
+                status=JobStatus.read({"cannotStartSince": stamp(-3600)}),
             ),
             id="wait-never-fails",
         ),

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import Event, cleared
 from multigpu_operator.policy.elastic import elastic_size
 from multigpu_operator.policy.fail import fail
@@ -24,10 +24,10 @@ def grace(on_below_min: str = "Fail") -> Job:
 
 def below(message: str, wake: tuple[float, ...] = (), since: float = 0) -> Outcome:
     return Outcome(
-        status={"belowMinSince": stamp(since)},
+        status=JobStatus.read({"belowMinSince": stamp(since)}),
         changes=(cleared(ConditionType.RUNNING, "BelowMinReplicas", message),),
         wake_after=wake,
-    ).then(Outcome(status={"targetReplicas": 3}))
+    ).then(Outcome(status=JobStatus.read({"targetReplicas": 3})))
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def below(message: str, wake: tuple[float, ...] = (), since: float = 0) -> Outco
             running(0, 1, 2),
             HAS_RUN,
             0,
-            Outcome(status={"targetReplicas": 3}),
+            Outcome(status=JobStatus.read({"targetReplicas": 3})),
             id="at-size",
         ),
         pytest.param(
@@ -48,7 +48,7 @@ def below(message: str, wake: tuple[float, ...] = (), since: float = 0) -> Outco
             {**HAS_RUN, "targetReplicas": 4},
             0,
             Outcome(
-                status={"targetReplicas": 2},
+                status=JobStatus.read({"targetReplicas": 2}),
                 delete_pods=("job-3", "job-2"),
                 changes=(Event("Normal", "Scaled", "scaled from 4 to 2 pods"),),
             ),
@@ -60,7 +60,7 @@ def below(message: str, wake: tuple[float, ...] = (), since: float = 0) -> Outco
             {**HAS_RUN, "targetReplicas": 2},
             0,
             Outcome(
-                status={"targetReplicas": 4},
+                status=JobStatus.read({"targetReplicas": 4}),
                 changes=(Event("Normal", "Scaled", "scaled from 2 to 4 pods"),),
             ),
             id="scale-up-creates-later",
@@ -70,7 +70,7 @@ def below(message: str, wake: tuple[float, ...] = (), since: float = 0) -> Outco
             [*running(0), pod(1), pod(2)],
             {},
             0,
-            Outcome(status={"targetReplicas": 3}),
+            Outcome(status=JobStatus.read({"targetReplicas": 3})),
             id="below-min-before-it-ever-ran-is-the-gangs",
         ),
         pytest.param(

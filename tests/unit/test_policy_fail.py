@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import Event, cleared, condition
 from multigpu_operator.policy.fail import fail, invalid_job
 from support.policy import at, stamp, written
@@ -49,10 +49,10 @@ def test_a_failure_ends_the_pass_and_clears_running_and_restarting() -> None:
 def test_an_invalid_job_fails_and_nothing_else_changes(
     previous: dict[str, Any], conditions: dict[str, tuple[str, str]]
 ) -> None:
-    update = invalid_job(previous, 2, "InvalidSpec", "spec.replicas: bad", at(0))
+    update = invalid_job(JobStatus.read(previous), 2, "InvalidSpec", "spec.replicas: bad", at(0))
     assert update.entered is Phase.FAILED
     assert update.events == (Event("Warning", "InvalidSpec", "spec.replicas: bad"),)
-    status = update.status
+    status = update.status.as_api()
     assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == conditions
     rest = {k: v for k, v in status.items() if k != "conditions"}
     assert rest == {
@@ -66,5 +66,5 @@ def test_an_invalid_job_fails_and_nothing_else_changes(
 
 def test_a_failed_job_is_left_as_it_is() -> None:
     previous = {"phase": "Failed", "conditions": [written("Failed", True, "InvalidSpec")]}
-    update = invalid_job(previous, 3, "InvalidPodTemplate", "no", at(0))
-    assert (update.status, update.events, update.entered) == (previous, (), None)
+    update = invalid_job(JobStatus.read(previous), 3, "InvalidPodTemplate", "no", at(0))
+    assert (update.status.as_api(), update.events, update.entered) == (previous, (), None)

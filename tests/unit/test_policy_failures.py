@@ -169,7 +169,7 @@ def test_what_the_user_can_do_is_in_the_message(
     assert found == failure
     assert found.message() == message
     # lastFailure keeps the short reason.
-    assert found.as_status(1)["reason"] == failure.reason
+    assert found.as_status(1).reason == failure.reason
 
 
 def test_failures_first_finished_first_running_pods_ignored() -> None:
@@ -212,4 +212,4 @@ def test_failures_first_finished_first_running_pods_ignored() -> None:
 )
 def test_how_a_failure_is_told(failure: Failure, message: str, status: dict[str, Any]) -> None:
     assert failure.message() == message
-    assert failure.as_status(4) == {**status, "attempt": 4}
+    assert failure.as_status(4).model_dump(by_alias=True) == {**status, "attempt": 4}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.fail import fail
@@ -86,7 +86,7 @@ def gang_job(on_timeout: str = "Requeue") -> Job:
     return job(gang={"timeoutSeconds": 60, "onTimeout": on_timeout, "requeueAfterSeconds": 30})
 
 
-WAITING = {"unscheduledSince": stamp(0)}
+WAITING = JobStatus(unscheduled_since=stamp(0))
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ WAITING = {"unscheduledSince": stamp(0)}
         pytest.param(
             gang_job(),
             [on_node(0), unschedulable(1)],
-            WAITING,
+            WAITING.as_api(),
             45,
             Outcome(
                 status=WAITING,
@@ -146,7 +146,7 @@ WAITING = {"unscheduledSince": stamp(0)}
         pytest.param(
             gang_job("Fail"),
             [on_node(0), unschedulable(1)],
-            WAITING,
+            WAITING.as_api(),
             60,
             fail("GangTimeout", LATE),
             id="timeout-fail",
@@ -154,7 +154,7 @@ WAITING = {"unscheduledSince": stamp(0)}
         pytest.param(
             gang_job("Wait"),
             [on_node(0), unschedulable(1)],
-            WAITING,
+            WAITING.as_api(),
             60,
             Outcome(
                 status=WAITING,
@@ -165,10 +165,10 @@ WAITING = {"unscheduledSince": stamp(0)}
         pytest.param(
             gang_job("Requeue"),
             [on_node(0), unschedulable(1)],
-            WAITING,
+            WAITING.as_api(),
             60,
             Outcome(
-                status={"requeueAt": stamp(90)},
+                status=JobStatus.read({"requeueAt": stamp(90)}),
                 changes=(
                     condition(
                         SCHEDULED,
@@ -285,7 +285,7 @@ def big_job(on_timeout: str = "Requeue") -> Job:
         ),
         pytest.param(
             big_job(),
-            {**WAITING, "conditions": [written("Scheduled", False, NO_NODE_FITS)]},
+            {**WAITING.as_api(), "conditions": [written("Scheduled", False, NO_NODE_FITS)]},
             30,
             Outcome(
                 status=WAITING,
@@ -318,12 +318,18 @@ def big_job(on_timeout: str = "Requeue") -> Job:
             id="wait-says-what-for",
         ),
         pytest.param(
-            big_job("Requeue"), WAITING, 60, fail(NO_NODE_FITS, NEVER_LATE), id="not-requeued"
+            big_job("Requeue"),
+            WAITING.as_api(),
+            60,
+            fail(NO_NODE_FITS, NEVER_LATE),
+            id="not-requeued",
         ),
-        pytest.param(big_job("Fail"), WAITING, 60, fail(NO_NODE_FITS, NEVER_LATE), id="fail"),
+        pytest.param(
+            big_job("Fail"), WAITING.as_api(), 60, fail(NO_NODE_FITS, NEVER_LATE), id="fail"
+        ),
         pytest.param(
             big_job("Wait"),
-            WAITING,
+            WAITING.as_api(),
             60,
             Outcome(
                 status=WAITING,

@@ -94,7 +94,7 @@ class QueuedRun:
         decision = decide(
             self.job, plan_job(self.job), pods, self.status, self.now, (), admission, self.workload
         )
-        self.status = copy.deepcopy(decision.status)
+        self.status = copy.deepcopy(decision.status.as_api())
         for name in decision.delete_pods:
             self.pods.pop(name)
         for pod in decision.create_pods:
@@ -140,7 +140,7 @@ def test_preempted_the_job_is_suspended_and_resumes_a_fresh_attempt_with_no_rest
     run.step()
     run.kueue_writes(ADMITTED)
     run.step()
-    assert run.step().status["phase"] == "Running"
+    assert run.step().status.as_api()["phase"] == "Running"
     run.kueue_writes(PREEMPTED)
     evicted = run.step()
     assert set(evicted.delete_pods) == {"train-0", "train-1"}

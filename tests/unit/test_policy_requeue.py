@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.api.status import Phase
+from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.requeue import wait_to_requeue
 from multigpu_operator.policy.step import Outcome
@@ -22,7 +22,7 @@ from support.policy import observed, pod, progress, stamp
             [pod(0, attempt=1), pod(1, attempt=2)],
             10,
             Outcome(
-                status={"requeueAt": stamp(30)},
+                status=JobStatus.read({"requeueAt": stamp(30)}),
                 delete_pods=("job-0",),
                 wake_after=(20.0,),
                 stop=Phase.PENDING,

@@ -18,7 +18,7 @@ CREATED = {"attempt": 1, "createdAttempt": 1}
 
 def summary(outcome: Outcome) -> dict[str, Any]:
     """What a restart decision comes down to, for comparing in a table."""
-    last = outcome.status.get("lastFailure") or {}
+    last = outcome.status.as_api().get("lastFailure") or {}
     counters = outcome.progress
     return {
         "stop": outcome.stop,
@@ -28,7 +28,7 @@ def summary(outcome: Outcome) -> dict[str, Any]:
         "changes": [
             (c.type, c.status, c.reason) for c in outcome.changes if isinstance(c, ConditionChange)
         ],
-        "counted": outcome.status.get("countedFailures"),
+        "counted": outcome.status.as_api().get("countedFailures"),
     }
 
 

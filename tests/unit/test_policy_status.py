@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.status import conclude, phase_of, phase_reason
 from multigpu_operator.policy.step import Outcome
@@ -162,7 +162,7 @@ def test_conclude_conditions_and_counts(
     expected: dict[str, Any],
 ) -> None:
     decision = conclude(observed(j, pods, previous), progress(), Outcome(), end)
-    status = decision.status
+    status = decision.status.as_api()
     assert conditions(status) == expected["conditions"]
     assert status.get("createdAttempt") == expected.get("createdAttempt")
     assert decision.entered == expected["entered"]
@@ -178,14 +178,14 @@ def test_conclude_merges_what_the_steps_decided() -> None:
         now=10,
     )
     decided = Outcome(
-        status={"lastFailure": {"pod": "job-1"}},
+        status=JobStatus.read({"lastFailure": {"pod": "job-1"}}),
         changes=(Event("Normal", "Requeued", "m"),),
         delete_pods=("job-1", "job-0", "job-1"),
         create_pods=({"metadata": {"name": "job-1"}},),
         wake_after=(30, 5),
     )
     decision = conclude(seen, progress(2, restarts=3, start=-60), decided, Phase.PENDING)
-    assert decision.status == {
+    assert decision.status.as_api() == {
         "targetReplicas": 2,  # kept: not a wait in progress
         "lastFailure": {"pod": "job-1"},
         "phase": "Pending",
@@ -214,7 +214,7 @@ def test_a_finished_pass_creates_nothing_and_claims_no_new_attempt(end: Phase) -
     )
     decision = conclude(observed(job(), [pod(0), pod(1)]), progress(), decided, end)
     assert decision.create_pods == ()
-    assert "Created" not in conditions(decision.status)
+    assert "Created" not in conditions(decision.status.as_api())
 
 
 def cond(ctype: str, status: bool, reason: str) -> dict[str, Any]:
@@ -286,12 +286,12 @@ def test_the_reason_is_derived_again_by_every_pass() -> None:
     decision = conclude(
         observed(job(), [pod(0), pod(1)], previous), progress(), Outcome(), Phase.PENDING
     )
-    assert "reason" not in decision.status
+    assert "reason" not in decision.status.as_api()
     decided = Outcome(changes=(condition(ConditionType.SCHEDULED, False, "NoNodeFits", "m"),))
     decision = conclude(
         observed(job(), [pod(0), pod(1)], previous), progress(), decided, Phase.PENDING
     )
-    assert decision.status["reason"] == "NoNodeFits"
+    assert decision.status.as_api()["reason"] == "NoNodeFits"
 
 
 def test_an_elastic_job_that_trains_names_the_pod_that_cannot_start() -> None:
@@ -304,7 +304,7 @@ def test_an_elastic_job_that_trains_names_the_pod_that_cannot_start() -> None:
     }
     seen = observed(elastic_job(3), [*running(0, 1), stuck], {"phase": "Running"})
     decision = conclude(seen, progress(), Outcome(), Phase.RUNNING)
-    (cond_running,) = [c for c in decision.status["conditions"] if c["type"] == "Running"]
+    (cond_running,) = [c for c in decision.status.as_api()["conditions"] if c["type"] == "Running"]
     assert (cond_running["status"], cond_running["reason"]) == ("True", "PodsRunning")
     assert cond_running["message"] == (
         '2 pods running; pod job-2 (replica 2) container trainer: ErrImagePull (image "i:2")'

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.step import Outcome, Progress, merged
 from support.policy import T0, at, elastic_job, job, observed, pod, progress
@@ -20,9 +20,9 @@ SCALED = Event("Normal", "Scaled", "m")
     [
         pytest.param(Outcome(), Outcome(), Outcome(), id="empty"),
         pytest.param(
-            Outcome(status={"a": 1, "b": 1}),
-            Outcome(status={"b": 2}),
-            Outcome(status={"a": 1, "b": 2}),
+            Outcome(status=JobStatus(attempt=1, restarts=1)),
+            Outcome(status=JobStatus(restarts=2)),
+            Outcome(status=JobStatus(attempt=1, restarts=2)),
             id="later-status-fields-win",
         ),
         pytest.param(

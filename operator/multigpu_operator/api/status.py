@@ -1,18 +1,20 @@
 """The status of a MultiGPUJob: its vocabulary (phases, condition types) and its schema.
 
 Phases and condition types are API: users, kubectl columns, dashboards and alert rules read
-them, so every layer above imports them from here. The models say what the API server
-keeps of the status the operator writes as plain data (policy/status.py builds it; a field
-missing here is pruned on write) and what `kubectl explain` shows.
+them, so every layer above imports them from here. `JobStatus` is both the CRD's status
+schema (what `kubectl explain` shows) and what a reconcile pass produces (policy/status.py
+builds it); a field it does not declare is an error, in the operator and, with strict
+field validation, at the API server.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
 
@@ -43,10 +45,25 @@ class ConditionType(enum.StrEnum):
 
 
 Count = Annotated[Int32, Field(ge=0)]
+
+
+def _no_additional(schema: dict[str, Any]) -> None:
+    # A structural schema lists its properties and may not also say additionalProperties.
+    schema.pop("additionalProperties", None)
+
+
+class StatusModel(ApiModel):
+    """A part of the status: a field it does not declare is an error, not dropped (the
+    API server with fieldValidation=Strict refuses it too)."""
+
+    model_config = ConfigDict(**ApiModel.model_config, extra="forbid")
+    model_config["json_schema_extra"] = _no_additional
+
+
 Generation = Annotated[Int64, Field(ge=0)]
 
 
-class Condition(ApiModel):
+class Condition(StatusModel):
     type: str = Field(description=f"Condition type: {', '.join(ConditionType)}.")
     status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
     reason: str | None = Field(
@@ -59,7 +76,7 @@ class Condition(ApiModel):
     )
 
 
-class PodCounts(ApiModel):
+class PodCounts(StatusModel):
     """Pods of the job by phase."""
 
     pending: Count | None = Field(None, description="Pods not yet running.")
@@ -68,7 +85,7 @@ class PodCounts(ApiModel):
     failed: Count | None = Field(None, description="Pods that failed.")
 
 
-class LastFailure(ApiModel):
+class LastFailure(StatusModel):
     """The most recent pod failure the operator acted on."""
 
     pod: str | None = Field(None, description="The failed pod.")
@@ -80,7 +97,7 @@ class LastFailure(ApiModel):
     attempt: Count | None = Field(None, description="The attempt it belonged to.")
 
 
-class JobStatus(ApiModel):
+class JobStatus(StatusModel):
     """Observed state of the job, written by the operator."""
 
     phase: Phase | None = Field(
@@ -171,3 +188,17 @@ class JobStatus(ApiModel):
     observed_generation: Generation | None = Field(
         None, description="metadata.generation this status reflects."
     )
+
+    @classmethod
+    def read(cls, stored: Mapping[str, Any]) -> JobStatus:
+        """A status as the API server stores it (camelCase JSON)."""
+        return cls.model_validate(stored)
+
+    def as_api(self) -> dict[str, Any]:
+        """The status as the API's JSON: the fields set, camelCase. The actuator's status
+        write (actuator/status.py) is where a pass's status becomes JSON."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    def merged(self, later: JobStatus) -> JobStatus:
+        """This status with the fields `later` sets replaced."""
+        return self.model_copy(update={f: getattr(later, f) for f in later.model_fields_set})

@@ -36,7 +36,8 @@ class Cluster(Protocol):
         self, namespace: str, name: str, patch: Mapping[str, Any], resource_version: str | None
     ) -> dict[str, Any]:
         """Merge-patch a job's status subresource and return the updated job. With
-        `resource_version`, raises Conflict if the job changed since that version."""
+        `resource_version`, raises Conflict if the job changed since that version;
+        Invalid if the server refuses the status (strict field validation included)."""
         ...
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from multigpu_operator.api.lifecycle import CleanPodPolicy
-from multigpu_operator.api.status import TERMINAL
+from multigpu_operator.api.status import TERMINAL, JobStatus
 from multigpu_operator.policy.pods import being_deleted, name_of
 from multigpu_operator.policy.step import Observed, Outcome, Pod, Progress
 from multigpu_operator.policy.timestamps import parse_time, rfc3339
@@ -28,7 +28,7 @@ def after_finish(seen: Observed) -> Outcome:
     policy = seen.job.spec.run_policy
     completion = parse_time(seen.previous.get("completionTime")) or seen.now
     finished = Outcome(
-        status={"completionTime": rfc3339(completion)},
+        status=JobStatus(completion_time=rfc3339(completion)),
         delete_pods=tuple(pods_to_clean(seen.live, policy.clean_pod_policy)),
     )
     left = ttl_left(completion, policy.ttl_seconds_after_finished, seen.now)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api.start import StartTimeoutAction
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import ConditionChange, Event, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.pods import count_pods, name_of, replica_index, waiting_containers
@@ -132,7 +132,7 @@ def _start_policy(
     policy = seen.job.spec.start_policy
     timeout = policy.timeout_seconds
     failing = policy.on_timeout is StartTimeoutAction.FAIL
-    status: dict[str, Any] = {}
+    status = JobStatus()
     wake: tuple[float, ...] = ()
     if worst.severity == 0:
         if failing:
@@ -141,7 +141,7 @@ def _start_policy(
     elif worst.severity == 1:
         since = parse_time(seen.previous.get("cannotStartSince")) or seen.now
         waited = (seen.now - since).total_seconds()
-        status["cannotStartSince"] = rfc3339(since)
+        status = JobStatus(cannot_start_since=rfc3339(since))
         if not failing:
             note = "waiting for it to heal (startPolicy.onTimeout Wait)"
         elif waited >= timeout:

@@ -5,7 +5,7 @@ elastic.belowMinTimeoutSeconds onBelowMin applies."""
 from __future__ import annotations
 
 from multigpu_operator.api.lifecycle import BelowMinAction
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import Event, cleared
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.pods import count_pods, name_of, replica_index
@@ -43,7 +43,7 @@ def below_min(seen: Observed, progress: Progress) -> Outcome:
     else:
         msg += "; waiting for capacity"
     return Outcome(
-        status={"belowMinSince": rfc3339(since)},
+        status=JobStatus(below_min_since=rfc3339(since)),
         changes=(cleared(ConditionType.RUNNING, "BelowMinReplicas", msg),),
         wake_after=wake,
     )
@@ -58,7 +58,7 @@ def scale(seen: Observed) -> Outcome:
     before = seen.previous.get("targetReplicas")
     scaled = before is not None and before != target
     return Outcome(
-        status={"targetReplicas": target},
+        status=JobStatus(target_replicas=target),
         delete_pods=tuple(name_of(p) for p in extra),
         changes=(Event("Normal", "Scaled", f"scaled from {before} to {target} pods"),)
         if scaled

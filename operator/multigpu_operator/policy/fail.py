@@ -4,11 +4,9 @@ cannot plan a job's spec or create its pods, fail a job with these condition cha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import Conditions, cleared, condition
 from multigpu_operator.policy.step import Outcome, StatusUpdate
 from multigpu_operator.policy.timestamps import rfc3339
@@ -27,20 +25,19 @@ def fail(reason: str, message: str) -> Outcome:
 
 
 def invalid_job(
-    previous: Mapping[str, Any], generation: int, reason: str, message: str, now: datetime
+    previous: JobStatus, generation: int, reason: str, message: str, now: datetime
 ) -> StatusUpdate:
     """The job cannot run as written (its spec cannot be planned, or the API server
     refused its pods): it fails, and nothing else of its status changes."""
-    if previous.get("phase") == Phase.FAILED:
-        return StatusUpdate(dict(previous), (), None)
-    conditions = Conditions(previous, generation, rfc3339(now))
+    if previous.phase is Phase.FAILED:
+        return StatusUpdate(previous, (), None)
+    conditions = Conditions(previous.as_api(), generation, rfc3339(now))
     conditions.apply(fail(reason, message).changes)
-    status = {
-        **previous,
-        "phase": str(Phase.FAILED),
-        "reason": reason,
-        "conditions": conditions.as_list(),
-        "observedGeneration": generation,
-        "completionTime": rfc3339(now),
-    }
-    return StatusUpdate(status, tuple(conditions.events), Phase.FAILED)
+    failed = JobStatus(
+        phase=Phase.FAILED,
+        reason=reason,
+        conditions=conditions.as_list(),
+        observed_generation=generation,
+        completion_time=rfc3339(now),
+    )
+    return StatusUpdate(previous.merged(failed), tuple(conditions.events), Phase.FAILED)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api import names
+from multigpu_operator.api.status import LastFailure
 from multigpu_operator.policy.pods import name_of
 
 
@@ -31,14 +32,14 @@ class Failure:
         detail = f": {self.detail}" if self.detail else ""
         return f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}{detail}"
 
-    def as_status(self, attempt: int) -> dict[str, Any]:
-        return {
-            "pod": self.pod,
-            "replicaIndex": int(self.replica) if self.replica.isdigit() else None,
-            "exitCode": self.exit_code,
-            "reason": self.reason,
-            "attempt": attempt,
-        }
+    def as_status(self, attempt: int) -> LastFailure:
+        return LastFailure(
+            pod=self.pod,
+            replica_index=int(self.replica) if self.replica.isdigit() else None,
+            exit_code=self.exit_code,
+            reason=self.reason,
+            attempt=attempt,
+        )
 
 
 def lost_pod(name: str, index: int) -> Failure:

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from multigpu_operator.api.lifecycle import GangTimeoutAction
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import ConditionChange, Event, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.fit import never_fits
@@ -112,7 +112,7 @@ def _unschedulable(
         else:
             changes = _never_fits(seen, shortage, gang.timeout_seconds)
         return Outcome(
-            status={"unscheduledSince": rfc3339(since)},
+            status=JobStatus(unscheduled_since=rfc3339(since)),
             changes=changes,
             wake_after=(gang.timeout_seconds - waited,),
         )
@@ -125,13 +125,13 @@ def _unschedulable(
         still = f"{msg}; still waiting"
         reason = "GangTimeout" if never is None else NO_NODE_FITS
         return Outcome(
-            status={"unscheduledSince": rfc3339(since)},
+            status=JobStatus(unscheduled_since=rfc3339(since)),
             changes=(condition(ConditionType.SCHEDULED, False, reason, still),),
         )
     at = rfc3339(seen.now + timedelta(seconds=gang.requeue_after_seconds))
     released = f"{msg}; released its pods, retrying at {at}"
     return Outcome(
-        status={"requeueAt": at},
+        status=JobStatus(requeue_at=at),
         changes=(condition(ConditionType.SCHEDULED, False, "GangTimeout", released),),
         delete_pods=tuple(name_of(p) for p in seen.current(progress.attempt)),
         wake_after=(gang.requeue_after_seconds,),

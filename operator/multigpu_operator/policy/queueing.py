@@ -22,7 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from multigpu_operator.api import kueue
-from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import TERMINAL, ConditionType, JobStatus, Phase
 from multigpu_operator.plan import DesiredState, PlanError
 from multigpu_operator.plan.workload import admitted_pods
 from multigpu_operator.policy.conditions import Event, cleared, condition
@@ -102,7 +103,7 @@ def workload_change(
     queued = seen.admission
     if queued is None:
         return None
-    phase = Phase(decision.status["phase"])
+    phase = decision.status.phase or Phase.PENDING
     if workload is None:
         return WorkloadChange(create=True) if phase not in TERMINAL else None
     status = workload.get("status") or {}
@@ -143,6 +144,19 @@ def workload_change(
     return None
 
 
+def queued_in_kueue(mode: str, served: bool, job: Job) -> bool:
+    """Whether `job` runs only when Kueue admits it: labelled with a queue, and MGJ_KUEUE
+    `on`, or `auto` with Kueue's Workload API `served`."""
+    if mode == "off" or not job.queue_name:
+        return False
+    return mode == "on" or served
+
+
+def multikueue_dispatched(job: Job) -> bool:
+    """Whether MultiKueue runs `job` in a worker cluster: its Workload only is ours."""
+    return bool(job.queue_name and job.spec.managed_by == kueue.MULTIKUEUE_CONTROLLER)
+
+
 def dispatched_workload_change(workload: Mapping[str, Any] | None) -> WorkloadChange | None:
     """For a job that MultiKueue runs in a worker cluster (spec.managedBy
     kueue.x-k8s.io/multikueue): only the Workload, Kueue's job-framework part, is the
@@ -160,9 +174,33 @@ def dispatched_workload_change(workload: Mapping[str, Any] | None) -> WorkloadCh
     return None
 
 
-def _condition_message(status: Mapping[str, Any], phase: Phase) -> str:
+def _condition_message(status: JobStatus, phase: Phase) -> str:
     ctype = ConditionType.SUCCEEDED if phase is Phase.SUCCEEDED else ConditionType.FAILED
-    for cond in status.get("conditions") or []:
-        if cond["type"] == ctype:
-            return str(cond.get("message", ""))
+    for cond in status.conditions or ():
+        if cond.type == ctype:
+            return cond.message or ""
     return str(phase)
+
+
+def workload_waits(installed: bool, prebuilt: str | None) -> str | None:
+    """Why a queued job's missing Workload cannot be created yet, if it cannot."""
+    if not installed:
+        return "Kueue's Workload API is not served (MGJ_KUEUE=on)"
+    if prebuilt:
+        return f"MultiKueue's Workload {prebuilt!r} is not there yet"
+    return None
+
+
+def holds_quota(workload: Mapping[str, Any]) -> bool:
+    """Whether `workload` has Kueue's resource-in-use finalizer."""
+    return kueue.RESOURCE_IN_USE_FINALIZER in (workload["metadata"].get("finalizers") or [])
+
+
+def release_after_delete(workload: Mapping[str, Any]) -> bool:
+    """Whether the Workload of a deleted job is to lose Kueue's finalizer: garbage
+    collection is deleting it (Kueue's job framework releases a Workload being deleted)."""
+    return bool(workload["metadata"].get("deletionTimestamp")) and holds_quota(workload)
+
+
+def priority_class_missing(name: str) -> str:
+    return f"WorkloadPriorityClass {name!r} does not exist"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from multigpu_operator.api.status import Phase
+from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
@@ -18,7 +18,7 @@ def wait_to_requeue(seen: Observed, progress: Progress) -> Outcome:
         return Outcome()
     if seen.now < at:
         return Outcome(
-            status={"requeueAt": seen.previous["requeueAt"]},
+            status=JobStatus(requeue_at=seen.previous["requeueAt"]),
             delete_pods=tuple(name_of(p) for p in seen.current(progress.attempt)),
             wake_after=((at - seen.now).total_seconds(),),
             stop=Phase.PENDING,

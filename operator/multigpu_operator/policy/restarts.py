@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import cleared, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.failures import (
@@ -53,7 +53,7 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
     attempt = progress.attempt + 1
     msg = f"starting attempt {attempt} of {policy.backoff_limit + 1}: {failure.message()}"
     return Outcome(
-        status={"lastFailure": failure.as_status(progress.attempt)},
+        status=JobStatus(last_failure=failure.as_status(progress.attempt)),
         changes=(
             condition(ConditionType.RESTARTING, True, "PodFailed", msg, always_event=True),
             cleared(ConditionType.RUNNING, "Restarting", msg),
@@ -82,7 +82,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         msg = f"replacing {failure.message()} (restart {progress.restarts} of {limit})"
         decided = decided.then(
             Outcome(
-                status={"lastFailure": failure.as_status(progress.attempt)},
+                status=JobStatus(last_failure=failure.as_status(progress.attempt)),
                 changes=(
                     condition(ConditionType.RESTARTING, True, "PodFailed", msg, always_event=True),
                 ),
@@ -93,7 +93,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         return decided
     return decided.then(
         Outcome(
-            status={"countedFailures": sorted(f.uid for f in found if f.uid in counted)},
+            status=JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in counted)),
             delete_pods=tuple(f.pod for f in found),
         )
     )
@@ -107,7 +107,7 @@ def may_retry(policy: RunPolicy, failure: Failure, restarts: int) -> bool:
 
 def give_up(policy: RunPolicy, failure: Failure, progress: Progress) -> Outcome:
     """The job fails, saying why this failure was not retried."""
-    last = Outcome(status={"lastFailure": failure.as_status(progress.attempt)})
+    last = Outcome(status=JobStatus(last_failure=failure.as_status(progress.attempt)))
     if failure.setup_error:
         return last.then(fail(SETUP_ERROR, f"{failure.message()} (not retried)"))
     if policy.retries(failure.exit_code):

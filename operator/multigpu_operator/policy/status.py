@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.status import TERMINAL, ConditionType, Phase
+from multigpu_operator.api.status import TERMINAL, ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
 from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
 from multigpu_operator.policy.gang import NO_NODE_FITS
@@ -59,12 +59,12 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     job, spec = seen.job, seen.job.spec
     current = seen.current(progress.attempt)
     running = count_pods(current).running
-    status = {k: v for k, v in seen.previous.items() if k not in (*_TRANSIENT, *_DERIVED)}
-    status.update(decided.status)
+    kept = {k: v for k, v in seen.previous.items() if k not in (*_TRANSIENT, *_DERIVED)}
+    status = JobStatus.read(kept).merged(decided.status)
     changes = [*decided.changes, *_phase_conditions(seen, progress, phase, running)]
     present = {name_of(p) for p in current}
     if all(name_of(p) in present for p in seen.desired.pods):
-        status["createdAttempt"] = progress.attempt
+        status = status.merged(JobStatus(created_attempt=progress.attempt))
         if phase not in TERMINAL:
             msg = (
                 f"created {len(seen.desired.pods)} pods and the headless Service "
@@ -75,23 +75,23 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     conditions.apply(changes)
     reason = phase_reason(phase, conditions.as_list())
     if reason:
-        status["reason"] = reason
+        status = status.merged(JobStatus(reason=reason))
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
-    status.update(
-        phase=str(phase),
+    passed = JobStatus(
+        phase=phase,
         conditions=conditions.as_list(),
         pods=counts.as_status(),
         replicas=counts.total,
         selector=names.job_selector(job.ref.name),
-        observedGeneration=job.generation,
-        startTime=rfc3339(progress.start),
+        observed_generation=job.generation,
+        start_time=rfc3339(progress.start),
         attempt=progress.attempt,
         restarts=progress.restarts,
-        worldSize=world or 0,
+        world_size=world or 0,
     )
     return Decision(
-        status=status,
+        status=status.merged(passed),
         events=tuple(conditions.events),
         entered=phase if phase != seen.previous_phase else None,
         create_pods=decided.create_pods if phase not in TERMINAL else (),
@@ -114,9 +114,9 @@ def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
         not previous
         and bool(decision.create_pods)
         and not decision.events
-        and status.get("phase") == Phase.PENDING
-        and status.get("attempt") == 1
-        and not status.get("restarts")
+        and status.phase is Phase.PENDING
+        and status.attempt == 1
+        and not status.restarts
     )
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.conditions import ConditionChange, Event
 from multigpu_operator.policy.kueue_admission import Admission
@@ -96,7 +96,7 @@ class Progress:
 class Outcome:
     """What one step decided; every field is optional."""
 
-    status: Mapping[str, Any] = field(default_factory=dict)  # status fields to set
+    status: JobStatus = field(default_factory=JobStatus)  # the status fields to set
     # Condition changes and events, in the order decided.
     changes: tuple[ConditionChange | Event, ...] = ()
     delete_pods: tuple[str, ...] = ()
@@ -114,14 +114,14 @@ class Outcome:
 def merged(outcomes: Sequence[Outcome]) -> Outcome:
     """Outcomes in the order they were decided, as one: later status fields, counters and
     stop win; everything else is kept in order."""
-    status: dict[str, Any] = {}
+    status = JobStatus()
     changes: list[ConditionChange | Event] = []
     delete_pods: list[str] = []
     create_pods: list[dict[str, Any]] = []
     wake_after: list[float] = []
     delete_job, progress, stop = False, None, None
     for outcome in outcomes:
-        status.update(outcome.status)
+        status = status.merged(outcome.status)
         changes += outcome.changes
         delete_pods += outcome.delete_pods
         create_pods += outcome.create_pods
@@ -143,10 +143,10 @@ def merged(outcomes: Sequence[Outcome]) -> Outcome:
 
 @dataclass(frozen=True)
 class Decision:
-    """What one pass (reconcile.decide) decides and the controller carries out: the status
+    """What one pass (reconcile.decide) decides and the actuator carries out: the status
     to write, then the pods to delete and create, and when to look again."""
 
-    status: dict[str, Any]
+    status: JobStatus
     events: tuple[Event, ...]  # posted once the status is written
     entered: Phase | None  # the phase the job entered in this pass, if it changed
     create_pods: tuple[dict[str, Any], ...] = ()
@@ -155,6 +155,13 @@ class Decision:
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
     restarts: int = 0  # restarts decided in this pass
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
+    # The status may wait for the pods (policy/status.py first_write_waits).
+    status_waits: bool = False
+    # A pass that only writes its status (a refusal accounted for: policy/refusals.py).
+    only_status: bool = False
+    # Why the pass cannot finish yet (a full quota, Kueue not ready): looked at again
+    # after the retry backoff.
+    waiting: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,8 +175,8 @@ class WorkloadChange:
 
 @dataclass(frozen=True)
 class StatusUpdate:
-    """A status to write outside a pass (policy/fail.py's invalid_job)."""
+    """A status and the events that follow its write (policy/fail.py's invalid_job)."""
 
-    status: dict[str, Any]
+    status: JobStatus
     events: tuple[Event, ...]
     entered: Phase | None  # the phase the job entered with this update, if it changed

@@ -32,8 +32,8 @@ def pod_to_dry_run(
     knows)."""
     if checked == generation or decision.create_pods or not desired.pods:
         return None
-    if decision.status.get("phase") in TERMINAL:
+    if decision.status.phase in TERMINAL:
         return None
     if any(not being_deleted(p) for p in pods):
         return None
-    return with_attempt(desired.pods[0], int(decision.status.get("attempt", 1)))
+    return with_attempt(desired.pods[0], decision.status.attempt or 1)

@@ -1,48 +1,43 @@
-"""Writing a job's status, and the Events that follow a successful write.
+"""The actuator's status write, and the Events that follow a successful one.
 
-One writer per controller: a status write is conditional on the job's resourceVersion
-(a conflict looks at the job again soon, as the watch brings the newer version); events
-are posted only after the write succeeded, in the background; a status that only
-changes pod counts is held back for a few seconds (policy/status.py `counts_only`).
+A status write is conditional on the job's resourceVersion (a conflict looks at the job
+again soon, as the watch brings the newer version) and sent with strict field
+validation: a field the CRD does not declare is refused, never dropped. Events are
+posted only after the write succeeded, in the background; a status that only changes
+pod counts is held back for a few seconds (policy/status.py `counts_only`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import datetime
 from typing import Any
 
 from multigpu_operator import metrics
 from multigpu_operator.api.status import Phase
-from multigpu_operator.children import WaitingFor, refusal_message
-from multigpu_operator.cluster.errors import Conflict, Forbidden, Invalid, QuotaExceeded
+from multigpu_operator.cluster.errors import Conflict
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.objects import older
 from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS, counts_only
 from multigpu_operator.policy.step import StatusUpdate
-from multigpu_operator.reconcile import not_created
 
 # A job whose status write lost a race is looked at again this soon (the watch usually
 # brings the newer version first).
 CONFLICT_RETRY_SECONDS = 1.0
 
 
-class StatusWriter:
+class StatusWrites:
     def __init__(
         self,
         cluster: Cluster,
         jobs: dict[JobKey, dict[str, Any]],
         wake: Callable[[JobKey, float], None],
-        clock: Callable[[], datetime],
     ) -> None:
         self.cluster = cluster
         self.jobs = jobs  # the controller's cache: a write's newer version replaces its entry
         self._wake = wake
-        self._clock = clock
         self._background: set[asyncio.Task[None]] = set()
         self._counts_since: dict[JobKey, float] = {}  # loop time pod counts were first held
 
@@ -78,67 +73,33 @@ class StatusWriter:
         self._wake(key, since + COUNTS_WRITE_SECONDS - now)
         return True
 
-    async def refused(
-        self,
-        body: dict[str, Any],
-        kind: str,
-        err: Invalid | Forbidden,
-        base: Mapping[str, Any] | None = None,
-    ) -> None:
-        """The server refused a child of the job: wait while a quota is full, fail
-        otherwise (no retry makes the server accept the same object). `base`: the pass's
-        status, where it was not written before the children."""
-        message = refusal_message(kind, err)
-        generation = int(body["metadata"].get("generation", 1))
-        previous = base if base is not None else body.get("status") or {}
-        now = self._clock()
-        if isinstance(err, QuotaExceeded):
-            await self.write(body, not_created(previous, generation, "QuotaExceeded", message, now))
-            raise WaitingFor(message)
-        if kind == "Pod":
-            reason = "InvalidPodTemplate" if isinstance(err, Invalid) else "PodForbidden"
-            await self.fail(body, reason, message, previous)
-            return
-        failed = invalid_job(previous, generation, "ServiceRefused", message, now)
-        # The Created condition must not keep claiming a Service that does not exist.
-        created = not_created(failed.status, generation, "ServiceRefused", message, now)
-        await self.write(body, StatusUpdate(created.status, failed.events, failed.entered))
-
-    async def fail(
-        self,
-        body: dict[str, Any],
-        reason: str,
-        message: str,
-        base: Mapping[str, Any] | None = None,
-    ) -> None:
-        generation = int(body["metadata"].get("generation", 1))
-        previous = base if base is not None else body.get("status") or {}
-        await self.write(body, invalid_job(previous, generation, reason, message, self._clock()))
-
-    async def write(self, body: dict[str, Any], update: StatusUpdate) -> bool:
-        """Write the status if it changed; False if the job changed meanwhile (the watch
-        brings the newer version, which is reconciled instead)."""
+    async def write(self, body: dict[str, Any], update: StatusUpdate, hold: bool = False) -> bool:
+        """Write the status if it changed (with `hold`, unless only pod counts changed);
+        False if the job changed meanwhile (the watch brings the newer version, which is
+        reconciled instead)."""
         previous = body.get("status") or {}
-        if update.status == previous:
+        status = update.status.as_api()  # the one place a status becomes the API's JSON
+        if status == previous:
             return True
         meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if hold and self.counts_held(key, previous, status):
+            return True
         # A merge patch keeps keys it does not mention: removed ones are sent as null.
-        patch = {**{k: None for k in previous if k not in update.status}, **update.status}
+        patch = {**{k: None for k in previous if k not in status}, **status}
         try:
             updated = await self.cluster.patch_job_status(
                 meta["namespace"], meta["name"], patch, meta.get("resourceVersion")
             )
         except Conflict:
-            self._wake((meta["namespace"], meta["name"]), CONFLICT_RETRY_SECONDS)
+            self._wake(key, CONFLICT_RETRY_SECONDS)
             return False
-        self._counts_since.pop((meta["namespace"], meta["name"]), None)
-        body["status"] = update.status
+        self._counts_since.pop(key, None)
+        body["status"] = status
         body["metadata"] = {**meta, "resourceVersion": updated["metadata"]["resourceVersion"]}
-        key = (meta["namespace"], meta["name"])
         cached = self.jobs.get(key)
         if cached is not None and older(cached, body):
-            # The watch replaced the cached job meanwhile (with this pass's earlier write,
-            # if it wrote twice): the next pass must start from this write.
+            # The watch replaced the cached job meanwhile: the next pass starts from this write.
             self.jobs[key] = body
         if update.events:
             # Events are informational: posting them must not hold up the next reconcile.

@@ -1,10 +1,10 @@
-"""Creating a job's children, and the server's refusals of them.
+"""The actuator's creates of a job's children, and the server's refusals of them.
 
-The Service and the pods are created by the controller's pass (controller.py); a child
-the server refuses is the job's to fix (validation, admission) or a quota to wait for,
-told apart here from what is not the job's doing (an outage, the operator's RBAC, the
-namespace going), which is raised. A job that creates no pods yet has its template
-checked by a dry run of its first pod instead (policy/template_check.py).
+A child the server refuses is the job's to fix (validation, admission) or a quota to
+wait for: it is recorded as a Refusal that the next pass turns into the job's status
+(policy/refusals.py). What is not the job's doing (an outage, the operator's RBAC, the
+namespace going) is raised. A job that creates no pods yet has its template checked by
+a dry run of its first pod instead (policy/template_check.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.refusals import Refusal, Refused
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.policy.template_check import pod_to_dry_run
 
@@ -36,19 +37,17 @@ CREATE_BATCH = 100
 _DRY_RUN_UNSUPPORTED = "does not support dry run"
 
 
-class WaitingFor(Exception):
-    """A pass that cannot finish for a reason that may pass (a full quota): its job is
-    looked at again after the retry backoff, without counting an error."""
-
-
-def refusal_message(kind: str, err: Invalid | Forbidden) -> str:
-    """What the job's condition says about a refused child: the field to fix and the
-    server's own message."""
-    if kind == "Service":
-        return f"the job's headless Service: {err.message}"
-    if isinstance(err, Invalid):
-        return err.message  # validation names the pod's own field
-    return f"{refused_field(err.message)}: {err.message}"
+def refusal(uid: str, refused: Refused, err: Invalid | Forbidden) -> Refusal:
+    """The server's refusal as the next pass reads it."""
+    invalid = isinstance(err, Invalid)
+    return Refusal(
+        uid,
+        refused,
+        err.message,
+        invalid=invalid,
+        quota=isinstance(err, QuotaExceeded),
+        field="" if invalid else refused_field(err.message),
+    )
 
 
 async def create_service(

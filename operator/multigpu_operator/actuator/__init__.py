@@ -1,0 +1,179 @@
+"""The actuator: the one place a reconcile pass acts on the cluster.
+
+It carries out a Decision (policy/step.py) as a fixed order of named steps: check the
+pod template (a dry run, when no pod is created), write the status (counters before any
+pod is touched), delete pods, ensure the headless Service, create pods, sync the Kueue
+Workload, delete the job, requeue. A step the server refuses ends the pass with
+`Refused`: the refusal is the job's next pass's input (policy/refusals.py), never a
+status built here. Nothing here decides what to do; only how to do it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from multigpu_operator import metrics
+from multigpu_operator.actuator.children import (
+    TemplateChecks,
+    create_pods,
+    create_service,
+    refusal,
+)
+from multigpu_operator.actuator.kueue import WorkloadWrites
+from multigpu_operator.actuator.status import StatusWrites
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import TERMINAL
+from multigpu_operator.cluster.errors import Invalid
+from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
+from multigpu_operator.cluster.kueue_jobs import KueueJobs
+from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.refusals import Refusal
+from multigpu_operator.policy.step import Decision, StatusUpdate, WorkloadChange
+
+log = logging.getLogger(__name__)
+
+
+class WaitingFor(Exception):
+    """A pass that cannot finish for a reason that may pass (a full quota): its job is
+    looked at again after the retry backoff, without counting an error."""
+
+
+class Refused(Exception):
+    """The API server refused what the pass sent: the job's next pass reads why."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class Actuator:
+    def __init__(
+        self,
+        cluster: Cluster,
+        pods: PodInformer,
+        services: ServiceInformer,
+        kueue: KueueJobs,
+        jobs: dict[JobKey, dict[str, Any]],
+        wake: Callable[[JobKey, float], None],
+    ) -> None:
+        self.cluster = cluster
+        self.pods = pods
+        self.services = services
+        self.status = StatusWrites(cluster, jobs, wake)
+        self.templates = TemplateChecks(cluster)  # dry runs of templates
+        self.workloads = WorkloadWrites(cluster, kueue)
+        self._wake = wake
+
+    def forget(self, key: JobKey, uid: str) -> None:
+        self.templates.forget(uid)
+        self.status.forget(key)
+
+    async def carry_out(
+        self,
+        body: dict[str, Any],
+        job: Job,
+        desired: DesiredState,
+        pods: list[dict[str, Any]],
+        decision: Decision,
+        workload: Mapping[str, Any] | None,
+    ) -> None:
+        """Carry out `decision` for the job `body`; raises Refused, WaitingFor."""
+        key = (job.ref.namespace, job.ref.name)
+        update = StatusUpdate(decision.status, decision.events, decision.entered)
+        if decision.only_status:
+            await self.status.write(body, update)
+            self.requeue(key, decision)
+            return
+        await self.check_template(job, desired, pods, decision)
+        if not await self.write_status(body, job, decision):
+            return
+        await self.delete_pods(job, pods, decision)
+        await self.ensure_service(key, job, desired, decision)
+        await self.create_pods(key, job, decision)
+        await self.sync_workload(job, desired, decision.workload, workload)
+        await self.delete_job(key, job, decision)
+        self.requeue(key, decision)
+
+    async def check_template(
+        self, job: Job, desired: DesiredState, pods: list[dict[str, Any]], decision: Decision
+    ) -> None:
+        """A template no pod is created from yet is checked now (once per generation)."""
+        refused = await self.templates.check(job, desired, pods, decision)
+        if refused is not None:
+            raise Refused(refusal(job.ref.uid, "PodTemplate", refused))
+
+    async def write_status(self, body: dict[str, Any], job: Job, decision: Decision) -> bool:
+        """Counters first: once the status says "attempt 3", a crash cannot make it 2
+        again. False: the job changed meanwhile, the pass ends."""
+        if decision.status_waits:
+            return True
+        update = StatusUpdate(decision.status, decision.events, decision.entered)
+        try:
+            written = await self.status.write(body, update, hold=True)
+        except Invalid as err:
+            raise Refused(Refusal(job.ref.uid, "Status", err.message, invalid=True)) from err
+        if written and decision.restarts:
+            metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
+        return written
+
+    async def delete_pods(self, job: Job, pods: list[dict[str, Any]], decision: Decision) -> None:
+        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
+        await asyncio.gather(
+            *(
+                self.cluster.delete_pod(job.ref.namespace, name, uids.get(name))
+                for name in decision.delete_pods
+            )
+        )
+
+    async def ensure_service(
+        self, key: JobKey, job: Job, desired: DesiredState, decision: Decision
+    ) -> None:
+        """The Service before the pods (their DNS names), on every pass like the pods: one
+        deleted by hand, or never created (a crash between the two), is created again."""
+        if decision.status.phase in TERMINAL or self.services.has_service(key, job.ref.uid):
+            return
+        refused = await create_service(self.cluster, self.services, key, desired.service)
+        if refused is not None:
+            raise Refused(refusal(job.ref.uid, "Service", refused))
+
+    async def create_pods(self, key: JobKey, job: Job, decision: Decision) -> None:
+        """The pods not created already and still awaited from the watch."""
+        unseen = self.pods.unseen(key)
+        pods = tuple(p for p in decision.create_pods if p["metadata"]["name"] not in unseen)
+        refused = await create_pods(self.cluster, self.pods, key, pods)
+        if refused is not None:
+            raise Refused(refusal(job.ref.uid, "Pod", refused))
+
+    async def sync_workload(
+        self,
+        job: Job,
+        desired: DesiredState,
+        change: WorkloadChange | None,
+        workload: Mapping[str, Any] | None,
+    ) -> None:
+        if change is not None:
+            waiting = await self.workloads.write(job, desired, change, workload)
+            if waiting:
+                raise WaitingFor(waiting)
+
+    async def delete_job(self, key: JobKey, job: Job, decision: Decision) -> None:
+        if decision.delete_job:
+            log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
+            await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
+
+    def requeue(self, key: JobKey, decision: Decision) -> None:
+        if decision.waiting:
+            raise WaitingFor(decision.waiting)
+        if decision.requeue_after is not None:
+            self._wake(key, decision.requeue_after)
+
+    async def fail(self, body: dict[str, Any], update: StatusUpdate) -> None:
+        """Write the status of a job that cannot be planned (policy/fail.py)."""
+        await self.status.write(body, update)
+
+    async def release_deleted(self, key: JobKey) -> None:
+        await self.workloads.release_deleted(key)

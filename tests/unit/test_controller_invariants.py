@@ -1,0 +1,122 @@
+"""The operator's invariants, and proof that the checks every controller test runs
+(support/controller_run.py) catch their breach: a status field the CRD does not declare,
+a status written twice in one pass, a write to the cluster from outside the actuator."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import multigpu_operator
+from multigpu_operator.actuator import Actuator
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import JobStatus
+from multigpu_operator.cluster.errors import Invalid
+from multigpu_operator.job_pass import JobPass
+from multigpu_operator.policy.step import Decision, StatusUpdate
+from support.controller_run import ddp_spec, running_controller
+from support.fake_cluster import FakeCluster
+
+# The Cluster protocol's writes: what only the actuator calls.
+WRITES = (
+    "create_pod",
+    "dry_run_pod",
+    "create_service",
+    "delete_pod",
+    "patch_job_status",
+    "delete_job",
+    "post_event",
+    "create_workload",
+    "patch_workload",
+)
+
+
+async def run_one_job(cluster: FakeCluster) -> None:
+    async with running_controller(cluster):
+        cluster.add_job("train", ddp_spec())
+        await asyncio.sleep(5)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=600)
+async def test_the_fake_refuses_a_status_field_the_crd_does_not_declare() -> None:
+    cluster = FakeCluster()
+    cluster.add_job("train", ddp_spec())
+    with pytest.raises(Invalid, match="phse"):
+        await cluster.patch_job_status("ns", "train", {"phse": "Running"}, None)
+    assert cluster.status("train") == {}
+    await cluster.patch_job_status("ns", "train", {"phase": "Running"}, None)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=600)
+async def test_a_misspelt_status_key_fails_a_controller_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    as_api = JobStatus.as_api
+    monkeypatch.setattr(JobStatus, "as_api", lambda self: {**as_api(self), "phse": "x"})
+    cluster = FakeCluster()
+    with pytest.raises(AssertionError, match="status writes refused"):
+        await run_one_job(cluster)
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=600)
+async def test_a_status_written_twice_in_one_pass_fails_a_controller_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_status = Actuator.write_status
+
+    async def twice(self: Actuator, body: dict[str, Any], job: Job, decision: Decision) -> bool:
+        written = await write_status(self, body, job, decision)
+        again = decision.status.merged(JobStatus(reason="Again"))
+        await self.status.write(body, StatusUpdate(again, (), None))
+        return written
+
+    monkeypatch.setattr(Actuator, "write_status", twice)
+    cluster = FakeCluster()
+    with pytest.raises(AssertionError, match="more than once"):
+        await run_one_job(cluster)
+
+
+def _in_module(module: str, source: str) -> Any:
+    """The function `source` defines, as if it were code of operator module `module`."""
+    scope: dict[str, Any] = {"__name__": module}
+    exec(compile(source, f"<{module}>", "exec"), scope)
+    return next(v for k, v in scope.items() if not k.startswith("__"))
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=600)
+async def test_a_write_from_outside_the_actuator_fails_a_controller_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A pass deleting a job itself, instead of through a Decision.
+    run = _in_module(
+        "multigpu_operator.job_pass",
+        "async def run(self, key, body, refusal):\n"
+        "    await self.actuator.cluster.delete_job(*key, body['metadata']['uid'])\n",
+    )
+    monkeypatch.setattr(JobPass, "run", run)
+    cluster = FakeCluster()
+    with pytest.raises(AssertionError, match=r"multigpu_operator\.job_pass: delete_job"):
+        await run_one_job(cluster)
+
+
+def test_only_the_actuator_calls_the_clusters_writes() -> None:
+    """The same, read from the source: outside actuator/, no operator module calls a
+    write of the Cluster protocol (cluster/ only declares them)."""
+    root = Path(multigpu_operator.__file__).parent
+    call = re.compile(rf"\.({'|'.join(WRITES)})\(")
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if "actuator" not in path.relative_to(root).parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if call.search(line) and not line.lstrip().startswith("async def ")
+    ]
+    assert found == []
