@@ -1,12 +1,18 @@
 """The in-memory API server the controller tests run on (support/fake_cluster.py) answers
-as the real one does, for any kind: what the controller's tests rely on."""
+as the real one does, for any kind: what the controller's tests rely on, and the
+election's Lease store (cluster/leases.py) over the same verbs."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from multigpu_operator.cluster.errors import Conflict, NotFound
 from multigpu_operator.cluster.kinds import JOBS, PODS, SERVICES, Kind
+from multigpu_operator.cluster.leases import Leases
+from multigpu_operator.leadership import LeaseRecord
 from support.controller_run import ddp_spec
 from support.fake_cluster import FakeCluster
 
@@ -64,3 +70,19 @@ async def test_a_planned_fault_is_raised_by_its_verb_and_resource_only() -> None
         await cluster.create(CONFIGMAPS, "ns", {"metadata": {"name": "c"}})
     assert await cluster.create(PODS, "ns", {"metadata": {"name": "p"}}) is not None
     assert [c.method for c in cluster.calls] == ["create configmaps", "create pods"]
+
+
+async def test_the_elections_lease_is_created_once_and_replaced_at_the_version_read() -> None:
+    leases = Leases(FakeCluster(), "ns", "operator")
+    assert await leases.read() == (None, None)
+    now = datetime(2026, 11, 22, 10, 0, 0, 123456, tzinfo=UTC)
+    record = LeaseRecord("a", 15, now, now, 0)
+    version = await leases.write(record, None)
+    with pytest.raises(Conflict):
+        await leases.write(record, None)  # another replica created it first
+    assert await leases.read() == (record, version)
+    taken = replace(record, holder="b", transitions=1)
+    await leases.write(taken, version)
+    with pytest.raises(Conflict):
+        await leases.write(record, version)  # written since that version was read
+    assert (await leases.read())[0] == taken

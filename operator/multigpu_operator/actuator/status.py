@@ -72,9 +72,9 @@ class StatusWrites:
         instance = os.environ.get("HOSTNAME", "multigpu-operator")
         for event in events:
             now = datetime.now(UTC)
-            note = event_body(body, event.type, event.reason, event.message, now, instance)
+            posted = event_body(body, event.type, event.reason, event.message, now, instance)
             try:
-                await self.cluster.create(EVENTS, meta["namespace"], note)
+                await self.cluster.create(EVENTS, meta["namespace"], posted)
             except (NamespaceTerminating, NotFound) as err:
                 # The namespace is going or gone, and the job with it: nobody reads it.
                 log.debug("event %s on %s not posted: %s", event.reason, meta["name"], err.message)
