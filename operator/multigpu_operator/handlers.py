@@ -93,13 +93,14 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # The operator's own requests go on kopf's credentials (a service account's token is
     # read again when the API server refuses it as expired).
     api = await connect(functools.partial(credentials, settings), config.api_connections)
-    controller = Controller(Kube(api), config)
+    kube = Kube(api)
+    controller = Controller(kube, config)
     elector = None
     if config.leader_election:
         # client-go's identity: a restarted process is a new candidate, never mistaken
         # for the one that held the Lease before it.
         identity = f"{socket.gethostname()}_{uuid.uuid4()}"
-        leases = Leases(api, config.lease_namespace, config.lease_name)
+        leases = Leases(kube, config.lease_namespace, config.lease_name)
         elector = LeaderElector(leases, identity, config.lease_timings)
     server = await metrics.serve(
         config.metrics_port, functools.partial(readiness, controller, elector)

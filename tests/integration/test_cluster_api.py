@@ -10,6 +10,7 @@ from kubernetes import client
 
 from cluster.localcluster import LocalCluster
 from multigpu_operator.cluster.api import Kube, connect
+from multigpu_operator.cluster.kinds import PODS
 from support.waiting import wait_for
 
 POD = {
@@ -35,7 +36,7 @@ def test_a_delete_meant_for_a_gone_pod_leaves_its_namesake_alone(
     async def delete(uid: str) -> None:
         api = await connect(lambda: kopf.login_with_kubeconfig(settings=kopf.OperatorSettings()))
         try:
-            await Kube(api).delete_pod(namespace, "same", uid)
+            await Kube(api).delete(PODS, namespace, "same", uid)
         finally:
             await api.close()
 

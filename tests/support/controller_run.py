@@ -66,7 +66,7 @@ def count_status_writes(controller: Controller, cluster: FakeCluster) -> list[Jo
 
     async def one_pass(key: JobKey) -> None:
         def writes() -> int:
-            return sum(c.args[:2] == key for c in cluster.calls_of("patch_job_status"))
+            return sum(c.args[:2] == key for c in cluster.calls_of("patch multigpujobs/status"))
 
         before = writes()
         try:

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from multigpu_operator.cluster.api import Kube
 from multigpu_operator.cluster.errors import ClusterError, NotFound, Unreachable, transient
+from multigpu_operator.cluster.kinds import JOBS, PODS
 from multigpu_operator.cluster.rest import MERGE_PATCH, Rest
 
 
@@ -207,8 +208,8 @@ async def test_status_writes_and_pod_creates_refuse_unknown_fields(
     api, url = server
     kube = Kube(Rest(lambda: Token(url, "new")))
     try:
-        await kube.patch_job_status("ns", "train", {"phase": "Running"}, "7")
-        await kube.create_pod("ns", {"metadata": {"name": "train-0"}})
+        await kube.patch(JOBS, "ns", "train", {"status": {"phase": "Running"}}, "7", "status")
+        await kube.create(PODS, "ns", {"metadata": {"name": "train-0"}})
     finally:
         await kube.rest.close()
     assert api.seen is not None

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict, Invalid
+from multigpu_operator.cluster.kinds import JOBS
 from support.controller_run import T0, ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -23,12 +24,12 @@ REJECTED = 'Pod "train-0" is invalid: spec.containers[0].image: Required value'
 
 # The informers' calls: they read, and run beside the reconciles.
 WATCHES = (
-    "list_pods",
-    "watch_pods",
-    "list_nodes",
-    "watch_nodes",
-    "list_services",
-    "watch_services",
+    "list pods",
+    "watch pods",
+    "list nodes",
+    "watch nodes",
+    "list services",
+    "watch services",
 )
 
 
@@ -53,8 +54,8 @@ async def test_a_new_job_gets_its_children_then_its_status_then_its_events() -> 
     calls = methods(cluster)
     # Attempt 1 is what an empty status means: the first write waits for the pods and
     # says Created at once (one write fewer); events follow the write.
-    assert sorted(calls[:3]) == ["create_pod", "create_pod", "create_service"]
-    assert calls[3:] == ["patch_job_status", "post_event"]
+    assert sorted(calls[:3]) == ["create pods", "create pods", "create services"]
+    assert calls[3:] == ["patch multigpujobs/status", "create events"]
     assert [e.reason for e in cluster.events] == ["PodsCreated"]
 
 
@@ -70,22 +71,24 @@ async def test_a_new_attempt_is_written_before_its_pods() -> None:
     # Once the status says attempt 2, a crash cannot make it 1 again: the counters are
     # written before any pod of the attempt exists.
     later = [
-        c.method for c in cluster.calls[before:] if c.method in ("patch_job_status", "create_pod")
+        c.method
+        for c in cluster.calls[before:]
+        if c.method in ("patch multigpujobs/status", "create pods")
     ]
-    assert later[0] == "patch_job_status"
-    assert "create_pod" in later
+    assert later[0] == "patch multigpujobs/status"
+    assert "create pods" in later
 
 
 async def test_a_status_conflict_is_retried_and_its_events_wait_for_the_write() -> None:
     cluster = FakeCluster()
-    cluster.fail("patch_job_status", Conflict("the object has been modified", 409))
+    cluster.fail("patch multigpujobs/status", Conflict("the object has been modified", 409))
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(1)
         # The lost write posted nothing: events follow a written status only.
         assert cluster.events == []
         await asyncio.sleep(1)
-    writes = [w.at for w in cluster.calls_of("patch_job_status")]
+    writes = [w.at for w in cluster.calls_of("patch multigpujobs/status")]
     assert gaps(writes)[0] == 1.5  # CONFLICT_RETRY_SECONDS, and half a second late
     assert cluster.pod_names() == {"train-0", "train-1"}
     assert [e.reason for e in cluster.events] == ["PodsCreated"]
@@ -95,7 +98,7 @@ async def test_a_pod_rejected_by_the_server_fails_the_job_with_its_message() -> 
     cluster = FakeCluster()
     # Only these two creates are rejected: a pass that started from a status older than
     # the Failed one written would create the pods.
-    cluster.fail("create_pod", Invalid(REJECTED, 422), times=2)
+    cluster.fail("create pods", Invalid(REJECTED, 422), times=2)
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(120)
@@ -105,25 +108,25 @@ async def test_a_pod_rejected_by_the_server_fails_the_job_with_its_message() -> 
     assert ("Warning", "InvalidPodTemplate", REJECTED) in {
         (e.type, e.reason, e.message) for e in cluster.events
     }
-    assert len(cluster.calls_of("create_pod")) == 2  # a failed job is not retried
+    assert len(cluster.calls_of("create pods")) == 2  # a failed job is not retried
 
 
 async def test_a_failing_pass_backs_off_exponentially_to_the_cap_then_resets() -> None:
     cluster = FakeCluster()
     outage = ClusterError("etcdserver: request timed out", 500)
-    cluster.fail("patch_job_status", outage, times=5)
+    cluster.fail("patch multigpujobs/status", outage, times=5)
     async with running_controller(cluster, retry_base_seconds=2, retry_max_seconds=10):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(60)
-        writes = [w.at for w in cluster.calls_of("patch_job_status")]
+        writes = [w.at for w in cluster.calls_of("patch multigpujobs/status")]
         assert gaps(writes)[:5] == [2, 4, 8, 10, 10]
         assert [e.reason for e in cluster.events] == ["PodsCreated"]  # only after the write
         # A successful pass reset the backoff: the next outage starts again at the base.
-        cluster.fail("patch_job_status", outage, times=2)
+        cluster.fail("patch multigpujobs/status", outage, times=2)
         cluster.set_phase("train-0", "Running")
         cluster.set_phase("train-1", "Running")
         await asyncio.sleep(60)
-    later = [w.at for w in cluster.calls_of("patch_job_status")][len(writes) :]
+    later = [w.at for w in cluster.calls_of("patch multigpujobs/status")][len(writes) :]
     assert gaps(later)[:2] == [2, 4]
     assert cluster.status("train")["phase"] == "Running"
 
@@ -156,7 +159,7 @@ async def test_a_finished_job_is_deleted_after_its_ttl_and_its_timer_goes_with_i
         assert cluster.jobs == {}
         assert controller.queue.due(KEY) is None
         assert KEY not in controller.jobs
-    assert len(cluster.calls_of("delete_job")) == 1
+    assert len(cluster.calls_of("delete multigpujobs")) == 1
 
 
 async def test_deleting_a_job_cancels_its_timer() -> None:
@@ -165,7 +168,7 @@ async def test_deleting_a_job_cancels_its_timer() -> None:
         cluster.add_job("train", ddp_spec(runPolicy={"activeDeadlineSeconds": 30}))
         await asyncio.sleep(1)
         assert controller.queue.due(KEY) is not None
-        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        await cluster.delete(JOBS, "ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
         await asyncio.sleep(1)
         assert controller.queue.due(KEY) is None
         before = methods(cluster)
@@ -192,7 +195,7 @@ async def test_a_job_shows_when_its_last_pass_began_until_it_is_deleted() -> Non
         await asyncio.sleep(1)
         assert last_pass() == pytest.approx(first + 11, abs=0.5)
         assert REGISTRY.get_sample_value("mgj_active_workers") == 0
-        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        await cluster.delete(JOBS, "ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
         await asyncio.sleep(1)
         assert last_pass() is None
 
@@ -236,4 +239,4 @@ async def test_the_pod_cache_follows_the_cluster_across_watch_timeouts_and_expir
         }
     assert cached == {"train-0": "Running", "train-1": "Running"}
     assert cluster.status("train")["phase"] == "Running"
-    assert (len(cluster.calls_of("list_pods")), len(cluster.calls_of("watch_pods"))) == (2, 3)
+    assert (len(cluster.calls_of("list pods")), len(cluster.calls_of("watch pods"))) == (2, 3)

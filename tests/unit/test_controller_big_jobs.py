@@ -14,6 +14,7 @@ import pytest
 
 from multigpu_operator import job_pass, plans
 from multigpu_operator.actuator.children import CREATE_BATCH
+from multigpu_operator.cluster.kinds import Kind
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -74,19 +75,21 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
 
         monkeypatch.setattr(module, name, recorded)
     in_flight, most = 0, 0
-    create_pod = cluster.create_pod
+    create = cluster.create
 
-    async def counting_create_pod(namespace: str, pod: Mapping[str, Any]) -> bool:
+    async def counting_create(
+        kind: Kind, namespace: str | None, body: Mapping[str, Any], dry_run: bool = False
+    ) -> dict[str, Any] | None:
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
         try:
             await asyncio.sleep(0.001)  # a request takes a while: requests overlap
-            return await create_pod(namespace, pod)
+            return await create(kind, namespace, body, dry_run)
         finally:
             in_flight -= 1
 
-    cluster.create_pod = counting_create_pod  # type: ignore[method-assign]
+    cluster.create = counting_create  # type: ignore[method-assign]
 
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(replicas=replicas))
@@ -94,5 +97,5 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
     # Planning and deciding ran in a worker thread, never on the event loop's (a count of
     # where, not a time: the loop's lag depends on the machine).
     assert ran_in == {"plan_object": {False}, "decide": {False}}
-    assert len(cluster.calls_of("create_pod")) == replicas
+    assert len(cluster.calls_of("create pods")) == replicas
     assert most == CREATE_BATCH

@@ -24,6 +24,7 @@ from multigpu_operator.cluster.errors import (
     QuotaExceeded,
 )
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.kinds import JOBS, SERVICES
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -74,14 +75,14 @@ async def test_a_job_deleted_while_the_watch_is_down_is_forgotten_at_its_first_4
         running = ("ns", "train", "DistributedDataParallel", "Running")
         assert job_info_series(controller.jobs) == [running]
         cluster.on_job_event = None  # kopf's watch is down: no DELETED event comes
-        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
-        writes = len(cluster.calls_of("patch_job_status"))
+        await cluster.delete(JOBS, "ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        writes = len(cluster.calls_of("patch multigpujobs/status"))
         await asyncio.sleep(1200)  # its pods went with it: a pass, and the deadline's timer
         assert KEY not in controller.jobs
         assert controller.queue.due(KEY) is None
         assert job_info_series(controller.jobs) == []
     # One write answered 404 (the pass its lost pods caused), then nothing more.
-    assert len(cluster.calls_of("patch_job_status")) == writes + 1
+    assert len(cluster.calls_of("patch multigpujobs/status")) == writes + 1
     assert errors_counted() == before
     assert alarming(caplog) == []
 
@@ -95,12 +96,12 @@ async def test_deleting_a_job_during_its_pass_logs_nothing_alarming(
         await asyncio.sleep(1)  # the pod and Service caches are filled
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(0)  # the job's pass starts, its children's creates under way
-        await cluster.delete_job("ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
+        await cluster.delete(JOBS, "ns", "train", cluster.jobs[KEY]["metadata"]["uid"])
         await asyncio.sleep(60)
         assert KEY not in controller.jobs
     # Its first status write waited for the pods, and the job was gone by then (garbage
     # collection takes the pods); a write answered 404 is not retried (the test above).
-    assert len(cluster.calls_of("patch_job_status")) == 0
+    assert len(cluster.calls_of("patch multigpujobs/status")) == 0
     assert errors_counted() == before
     assert alarming(caplog) == []
 
@@ -109,7 +110,7 @@ async def test_a_namespace_being_deleted_ends_its_jobs_without_a_retry_storm(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cluster = FakeCluster()
-    for method in ("create_pod", "create_service"):
+    for method in ("create pods", "create services"):
         cluster.fail(method, NamespaceTerminating(TERMINATING, 403), times=100)
     before = errors_counted()
     async with running_controller(cluster) as controller:
@@ -118,8 +119,8 @@ async def test_a_namespace_being_deleted_ends_its_jobs_without_a_retry_storm(
         assert KEY not in controller.jobs  # the namespace's deletion takes the job along
         assert controller.queue.due(KEY) is None
     # The first pass, and one for the watch event of its own status write: no retries.
-    assert len(cluster.calls_of("create_service")) <= 2
-    assert cluster.calls_of("create_pod") == []  # the Service first, and it was refused
+    assert len(cluster.calls_of("create services")) <= 2
+    assert cluster.calls_of("create pods") == []  # the Service first, and it was refused
     assert errors_counted() == before
     assert alarming(caplog) == []
 
@@ -132,13 +133,13 @@ async def test_a_service_deleted_by_hand_is_created_again_without_a_get_per_pass
         for phase in ("Running", "Succeeded"):  # passes that need no Service call
             cluster.set_phase("train-0", phase, exit_code=0 if phase == "Succeeded" else None)
             await asyncio.sleep(1)
-        assert len(cluster.calls_of("create_service")) == 1
-        cluster.delete_service("train")
+        assert len(cluster.calls_of("create services")) == 1
+        cluster.remove(SERVICES, "train")
         await asyncio.sleep(1)
         assert KEY in cluster.services
-    assert len(cluster.calls_of("create_service")) == 2
+    assert len(cluster.calls_of("create services")) == 2
     # No read per pass (the fake has none to make): the Service cache was listed once.
-    assert len(cluster.calls_of("list_services")) == 1
+    assert len(cluster.calls_of("list services")) == 1
 
 
 async def test_a_service_missing_while_the_operator_was_down_is_created_on_start() -> None:
@@ -147,7 +148,7 @@ async def test_a_service_missing_while_the_operator_was_down_is_created_on_start
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(1)
     # Killed between the Service and the pods, or the Service deleted while it was down.
-    cluster.delete_service("train")
+    cluster.remove(SERVICES, "train")
     async with running_controller(cluster) as controller:
         controller.job_event("ADDED", cluster.jobs[KEY])  # kopf lists the jobs on start
         await asyncio.sleep(1)
@@ -162,8 +163,8 @@ async def test_a_refused_service_fails_the_job_and_created_claims_no_service() -
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(1)
-        cluster.fail("create_service", Invalid(message, 422))
-        cluster.delete_service("train")
+        cluster.fail("create services", Invalid(message, 422))
+        cluster.remove(SERVICES, "train")
         await asyncio.sleep(60)
     failed, created = cluster.condition("train", "Failed"), cluster.condition("train", "Created")
     assert (failed["reason"], failed["message"]) == (
@@ -171,7 +172,7 @@ async def test_a_refused_service_fails_the_job_and_created_claims_no_service() -
         f"the job's headless Service: {message}",
     )
     assert (created["status"], created["reason"]) == ("False", "ServiceRefused")
-    assert len(cluster.calls_of("create_service")) == 2
+    assert len(cluster.calls_of("create services")) == 2
 
 
 ADMISSION = [
@@ -212,7 +213,7 @@ async def test_a_pod_refused_by_admission_fails_the_job_naming_the_field(
     refusal: str, field: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster = FakeCluster()
-    cluster.fail("create_pod", Forbidden(refusal, 403), times=2)
+    cluster.fail("create pods", Forbidden(refusal, 403), times=2)
     before = errors_counted()
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())
@@ -220,7 +221,7 @@ async def test_a_pod_refused_by_admission_fails_the_job_naming_the_field(
     failed = cluster.condition("train", "Failed")
     assert (failed["reason"], failed["message"]) == ("PodForbidden", f"{field}: {refusal}")
     assert ("Warning", "PodForbidden") in {(e.type, e.reason) for e in cluster.events}
-    assert len(cluster.calls_of("create_pod")) == 2  # not retried
+    assert len(cluster.calls_of("create pods")) == 2  # not retried
     assert cluster.pod_names() == set()
     assert errors_counted() == before
     assert alarming(caplog) == []
@@ -228,7 +229,7 @@ async def test_a_pod_refused_by_admission_fails_the_job_naming_the_field(
 
 async def test_a_full_quota_is_waited_for_with_backoff_then_the_pods_are_created() -> None:
     cluster = FakeCluster()
-    cluster.fail("create_pod", QuotaExceeded(QUOTA, 403), times=1000)
+    cluster.fail("create pods", QuotaExceeded(QUOTA, 403), times=1000)
     before = errors_counted()
     async with running_controller(cluster, retry_base_seconds=2, retry_max_seconds=60):
         cluster.add_job("train", ddp_spec(replicas=1))
@@ -239,8 +240,8 @@ async def test_a_full_quota_is_waited_for_with_backoff_then_the_pods_are_created
         assert cluster.status("train")["phase"] == "Pending"
         await asyncio.sleep(600)
         # Backoff doubling to a minute, not a try every 2 s (300 of them).
-        assert len(cluster.calls_of("create_pod")) <= 16
-        cluster.heal("create_pod")  # another job finished: the quota has room
+        assert len(cluster.calls_of("create pods")) <= 16
+        cluster.heal("create pods")  # another job finished: the quota has room
         await asyncio.sleep(61)
     assert cluster.pod_names() == {"train-0"}
     assert cluster.condition("train", "Created")["reason"] == "PodsCreated"
@@ -256,7 +257,7 @@ async def test_the_operators_own_rbac_denial_is_an_error_retried_without_a_trace
         'pods is forbidden: User "system:serviceaccount:mgj:operator" cannot create '
         'resource "pods" in API group "" in the namespace "ns"'
     )
-    cluster.fail("create_pod", AccessDenied(denied, 403), times=4)
+    cluster.fail("create pods", AccessDenied(denied, 403), times=4)
     before = errors_counted()
     async with running_controller(cluster, retry_base_seconds=2, retry_max_seconds=60):
         cluster.add_job("train", ddp_spec(replicas=1))
@@ -275,7 +276,7 @@ async def test_a_status_the_server_refuses_fails_the_job_with_its_message() -> N
         'MultiGPUJob.multigpu.dev "train" is invalid: status.worldSize: Invalid value: '
         "4294967294: status.worldSize in body should be less than or equal to 2147483647"
     )
-    cluster.fail("patch_job_status", Invalid(refused, 422))
+    cluster.fail("patch multigpujobs/status", Invalid(refused, 422))
     before = errors_counted()
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec())

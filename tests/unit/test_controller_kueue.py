@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from multigpu_operator.api import kueue
+from multigpu_operator.cluster.kinds import RESOURCE_FLAVORS, WORKLOAD_PRIORITY_CLASSES
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -30,13 +31,11 @@ ADMITTED = {
 def with_kueue() -> FakeCluster:
     cluster = FakeCluster()
     cluster.kueue_installed = True
-    cluster.add_kueue(
-        kueue.RESOURCE_FLAVORS,
+    cluster.put(
+        RESOURCE_FLAVORS,
         {"metadata": {"name": "h100"}, "spec": {"nodeLabels": {"pool": "h100"}}},
     )
-    cluster.add_kueue(
-        kueue.WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000}
-    )
+    cluster.put(WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": 1000})
     return cluster
 
 
@@ -66,7 +65,7 @@ async def test_without_kueue_installed_auto_runs_the_labelled_job_as_before() ->
         cluster.add_job("train", ddp_spec(replicas=2), labels=QUEUED)
         await asyncio.sleep(5)
         assert cluster.pod_names() == {"train-0", "train-1"}
-        assert cluster.calls_of("create_workload") == []
+        assert cluster.calls_of("create workloads") == []
 
 
 async def test_a_job_managed_elsewhere_gets_nothing_and_no_status() -> None:
@@ -77,7 +76,7 @@ async def test_a_job_managed_elsewhere_gets_nothing_and_no_status() -> None:
         assert cluster.pod_names() == set()
         assert cluster.status("theirs") == {}
         assert cluster.workloads() == []
-        assert cluster.calls_of("patch_job_status") == []
+        assert cluster.calls_of("patch multigpujobs/status") == []
 
 
 async def test_a_job_multikueue_dispatches_gets_only_its_workload() -> None:
@@ -90,4 +89,4 @@ async def test_a_job_multikueue_dispatches_gets_only_its_workload() -> None:
         cluster.set_workload_status(cluster.workloads()[0]["metadata"]["name"], ADMITTED)
         await asyncio.sleep(5)
         assert cluster.pod_names() == set()
-        assert cluster.calls_of("patch_job_status") == []
+        assert cluster.calls_of("patch multigpujobs/status") == []

@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from multigpu_operator.api.names import LABEL_JOB_NAME
+from multigpu_operator.cluster import kinds
 from multigpu_operator.cluster.informer import PodInformer
 from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS
 from support.controller_run import ddp_spec, running_controller
@@ -18,8 +19,9 @@ from support.fake_cluster import FakeCluster
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
 
 PODS = 8
-# What the informers read runs beside the passes, once per operator, not per job.
-READS = ("list_pods", "watch_pods", "list_nodes", "watch_nodes", "list_services", "watch_services")
+# What the informers read runs beside the passes, once per operator, not per job. Calls
+# are named as mgj_api_requests_total counts them: verb and resource.
+READS = ("list pods", "watch pods", "list nodes", "watch nodes", "list services", "watch services")
 
 
 def writes(cluster: FakeCluster) -> Counter[str]:
@@ -46,14 +48,22 @@ async def test_a_normally_starting_job_costs_its_pods_its_service_and_two_status
     assert cluster.status("train")["phase"] == "Running"
     calls = writes(cluster)
     # Each pod once (none again while the watch has not brought it yet), the Service once.
-    assert (calls["create_pod"], calls["create_service"]) == (PODS, 1)
+    assert (calls["create pods"], calls["create services"]) == (PODS, 1)
     # Pending with Created once the watch shows the pods, then Running: no write per pod,
     # none before the pods (attempt 1 is what an empty status means).
-    assert calls["patch_job_status"] == 2
-    assert sum(calls[m] for m in ("create_pod", "create_service", "patch_job_status")) == PODS + 3
+    assert calls["patch multigpujobs/status"] == 2
+    assert (
+        sum(calls[m] for m in ("create pods", "create services", "patch multigpujobs/status"))
+        == PODS + 3
+    )
     assert [e.reason for e in cluster.events] == ["PodsCreated", "PodsRunning"]
-    assert calls["post_event"] == len(cluster.events) <= 3
-    assert calls.keys() <= {"create_pod", "create_service", "patch_job_status", "post_event"}
+    assert calls["create events"] == len(cluster.events) <= 3
+    assert calls.keys() <= {
+        "create pods",
+        "create services",
+        "patch multigpujobs/status",
+        "create events",
+    }
 
 
 async def test_a_suspended_job_costs_one_dry_run_and_one_status_write_per_generation() -> None:
@@ -69,8 +79,17 @@ async def test_a_suspended_job_costs_one_dry_run_and_one_status_write_per_genera
     # template field fails it now rather than when it is resumed (policy/template_check.py);
     # once per generation, never per pass. A job that creates its pods at once, as above,
     # pays nothing: the creates are the check.
-    assert (calls["dry_run_pod"], calls["patch_job_status"], calls["create_service"]) == (1, 1, 1)
-    assert calls.keys() <= {"dry_run_pod", "create_service", "patch_job_status", "post_event"}
+    assert (
+        calls["dry-run pods"],
+        calls["patch multigpujobs/status"],
+        calls["create services"],
+    ) == (1, 1, 1)
+    assert calls.keys() <= {
+        "dry-run pods",
+        "create services",
+        "patch multigpujobs/status",
+        "create events",
+    }
 
 
 async def test_pod_counts_alone_are_written_at_most_every_few_seconds_and_never_lost() -> None:
@@ -78,13 +97,13 @@ async def test_pod_counts_alone_are_written_at_most_every_few_seconds_and_never_
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(replicas=PODS))
         await asyncio.sleep(1)
-        before = writes(cluster)["patch_job_status"]
+        before = writes(cluster)["patch multigpujobs/status"]
         # Half the pods start, one a second: only the counts change (the job stays Pending).
         await start_pods(cluster, gap=1, count=PODS // 2)
         await asyncio.sleep(2 * COUNTS_WRITE_SECONDS)
         pods = cluster.status("train")["pods"]
         assert (pods["running"], pods["pending"]) == (PODS // 2, PODS // 2)
-        held = writes(cluster)["patch_job_status"] - before
+        held = writes(cluster)["patch multigpujobs/status"] - before
         # 4 s of changes: at most one write per COUNTS_WRITE_SECONDS, and the last counts.
         assert held <= 2
         assert cluster.status("train")["phase"] == "Pending"
@@ -104,7 +123,7 @@ async def test_a_created_pod_is_awaited_until_the_watch_brings_it_or_it_is_long_
     owner = {"uid": job["metadata"]["uid"], "controller": True}
     labels = {LABEL_JOB_NAME: "train"}
     pod = {"metadata": {"name": "train-0", "labels": labels, "ownerReferences": [owner]}}
-    await cluster.create_pod("ns", pod)
+    await cluster.create(kinds.PODS, "ns", pod)
     await informer.reflector.relist()
     assert informer.unseen(key) == {"train-1"}
     await asyncio.sleep(PodInformer.EXPECTATION_SECONDS + 1)

@@ -24,7 +24,7 @@ TYPO = (
 
 async def test_a_suspended_job_with_a_misspelt_field_fails_at_once_naming_it() -> None:
     cluster = FakeCluster()
-    cluster.fail("dry_run_pod", Invalid(TYPO, 400))
+    cluster.fail("dry-run pods", Invalid(TYPO, 400))
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(suspend=True))
         await asyncio.sleep(1)
@@ -40,7 +40,7 @@ async def test_a_suspended_job_with_a_misspelt_field_fails_at_once_naming_it() -
     assert ("Warning", "InvalidPodTemplate", TYPO) in {
         (e.type, e.reason, e.message) for e in cluster.events
     }
-    assert [c.args for c in cluster.calls_of("dry_run_pod")] == [("ns", "train-0")]
+    assert [c.args for c in cluster.calls_of("dry-run pods")] == [("ns", "train-0")]
     assert cluster.pod_names() == set()
 
 
@@ -53,8 +53,8 @@ async def test_a_valid_suspended_job_is_checked_once_per_generation_and_stays_su
         controller.enqueue(("ns", "train"))  # more passes of the same generation
         await asyncio.sleep(10)
     assert cluster.status("train")["phase"] == "Suspended"
-    assert len(cluster.calls_of("dry_run_pod")) == 1
-    assert not cluster.calls_of("create_pod")
+    assert len(cluster.calls_of("dry-run pods")) == 1
+    assert not cluster.calls_of("create pods")
 
 
 @pytest.mark.parametrize(
@@ -80,10 +80,10 @@ async def test_an_answer_that_is_not_the_templates_fault_does_not_fail_the_job(
     error: ClusterError, dry_runs: int
 ) -> None:
     cluster = FakeCluster()
-    cluster.fail("dry_run_pod", error, times=2)
+    cluster.fail("dry-run pods", error, times=2)
     async with running_controller(cluster, retry_base_seconds=2):
         cluster.add_job("train", ddp_spec(suspend=True))
         await asyncio.sleep(30)
     assert cluster.status("train")["phase"] == "Suspended"
     assert "Failed" not in {c["type"] for c in cluster.status("train")["conditions"]}
-    assert len(cluster.calls_of("dry_run_pod")) == dry_runs
+    assert len(cluster.calls_of("dry-run pods")) == dry_runs

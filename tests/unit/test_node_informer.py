@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.cluster.errors import Forbidden
+from multigpu_operator.cluster.kinds import NODES
 from multigpu_operator.cluster.nodes import NodeInformer, trim_node
 from multigpu_operator.cluster.trim import trim_pod
 from support.controller_run import ddp_spec, running_controller
@@ -90,7 +91,7 @@ def test_the_pod_cache_keeps_what_the_scheduler_fits_a_pod_by() -> None:
 @pytest.mark.looptime(end=3600)
 async def test_the_informer_follows_nodes_and_ignores_heartbeats() -> None:
     cluster = FakeCluster()
-    cluster.add_node(api_node("gpu-0"))
+    cluster.put(NODES, api_node("gpu-0"))
     informer = NodeInformer(cluster)
     task = asyncio.create_task(informer.run())
     try:
@@ -98,15 +99,15 @@ async def test_the_informer_follows_nodes_and_ignores_heartbeats() -> None:
         first = informer.nodes()
         assert [n["metadata"]["name"] for n in first] == ["gpu-0"]
 
-        cluster.add_node(api_node("gpu-0", heartbeat="10:05"))
+        cluster.put(NODES, api_node("gpu-0", heartbeat="10:05"))
         await asyncio.sleep(1)
         assert informer.nodes() is first  # nothing it keeps changed
 
-        cluster.add_node(api_node("gpu-0", gpus=4))
-        cluster.add_node(api_node("gpu-1"))
+        cluster.put(NODES, api_node("gpu-0", gpus=4))
+        cluster.put(NODES, api_node("gpu-1"))
         await asyncio.sleep(400)  # past the server's watch timeout: watched again
         cluster.expire_watches()  # 410 Gone: listed again
-        cluster.remove_node("gpu-1")
+        cluster.remove(NODES, "gpu-1")
         await asyncio.sleep(1)
         nodes = informer.nodes()
     finally:
@@ -114,7 +115,7 @@ async def test_the_informer_follows_nodes_and_ignores_heartbeats() -> None:
     assert [
         (n["metadata"]["name"], n["status"]["allocatable"]["nvidia.com/gpu"]) for n in nodes
     ] == [("gpu-0", "4")]
-    assert len(cluster.calls_of("list_nodes")) == 2
+    assert len(cluster.calls_of("list nodes")) == 2
 
 
 @pytest.mark.asyncio
@@ -123,9 +124,9 @@ async def test_without_permission_to_read_nodes_it_says_so_once_and_knows_none(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cluster = FakeCluster()
-    cluster.add_node(api_node("gpu-0"))
+    cluster.put(NODES, api_node("gpu-0"))
     denied = 'nodes is forbidden: User "operator" cannot list resource "nodes"'
-    cluster.fail("list_nodes", Forbidden(denied, 403), times=5)
+    cluster.fail("list nodes", Forbidden(denied, 403), times=5)
     informer = NodeInformer(cluster)
     task = asyncio.create_task(informer.run())
     try:
@@ -147,7 +148,7 @@ async def test_without_permission_to_read_nodes_it_says_so_once_and_knows_none(
 async def test_the_controller_hands_the_nodes_to_each_pass() -> None:
     cluster = FakeCluster()
     for i in range(2):
-        cluster.add_node(api_node(f"gpu-{i}"))
+        cluster.put(NODES, api_node(f"gpu-{i}"))
     spec = ddp_spec(gpusPerReplica=16, gang={"timeoutSeconds": 60, "onTimeout": "Requeue"})
     async with running_controller(cluster):
         cluster.add_job("train", spec)

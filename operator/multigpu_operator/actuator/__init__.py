@@ -28,6 +28,7 @@ from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.cluster.errors import Invalid
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
+from multigpu_operator.cluster.kinds import JOBS, PODS
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
@@ -124,7 +125,7 @@ class Actuator:
         uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         await asyncio.gather(
             *(
-                self.cluster.delete_pod(job.ref.namespace, name, uids.get(name))
+                self.cluster.delete(PODS, job.ref.namespace, name, uids.get(name))
                 for name in decision.delete_pods
             )
         )
@@ -163,7 +164,9 @@ class Actuator:
     async def delete_job(self, key: JobKey, job: Job, decision: Decision) -> None:
         if decision.delete_job:
             log.info("deleting %s/%s: ttlSecondsAfterFinished passed", *key)
-            await self.cluster.delete_job(job.ref.namespace, job.ref.name, job.ref.uid)
+            # Only that very job; its children go with it by garbage collection.
+            ref = job.ref
+            await self.cluster.delete(JOBS, ref.namespace, ref.name, ref.uid, "Background")
 
     def requeue(self, key: JobKey, decision: Decision) -> None:
         if decision.waiting:

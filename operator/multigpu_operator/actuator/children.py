@@ -23,6 +23,7 @@ from multigpu_operator.cluster.errors import (
     QuotaExceeded,
 )
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
+from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.refusals import Refusal, Refused
@@ -55,7 +56,7 @@ async def create_service(
 ) -> Invalid | Forbidden | None:
     """Create the job's Service; the refusal, if the server refused it."""
     try:
-        await cluster.create_service(key[0], service)
+        await cluster.create(SERVICES, key[0], service)
     except (Invalid, Forbidden) as err:
         if not _refusal(err):
             raise
@@ -72,12 +73,12 @@ async def create_pods(
     for start in range(0, len(pods), CREATE_BATCH):
         batch = pods[start : start + CREATE_BATCH]
         results = await asyncio.gather(
-            *(cluster.create_pod(key[0], pod) for pod in batch), return_exceptions=True
+            *(cluster.create(PODS, key[0], pod) for pod in batch), return_exceptions=True
         )
         for pod, result in zip(batch, results, strict=True):
             if not isinstance(result, BaseException):
                 informer.created(key, pod["metadata"]["name"])
-        metrics.PODS_CREATED.inc(sum(r is True for r in results))
+        metrics.PODS_CREATED.inc(sum(isinstance(r, dict) for r in results))
         errors = [r for r in results if isinstance(r, BaseException)]
         for error in errors:
             if not _refusal(error):
@@ -123,7 +124,7 @@ class TemplateChecks:
         if pod is None:
             return None
         try:
-            await self._cluster.dry_run_pod(job.ref.namespace, pod)
+            await self._cluster.create(PODS, job.ref.namespace, pod, dry_run=True)
         except (Invalid, Forbidden) as err:
             refused = _refusal(err)
             if refused is None:

@@ -11,6 +11,7 @@ from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import Job
 from multigpu_operator.cluster.errors import ClusterError, Conflict, NotFound
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.kinds import WORKLOAD_PRIORITY_CLASSES, WORKLOADS
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
@@ -48,24 +49,21 @@ class WorkloadWrites:
             name = job.priority_class
             if name:
                 try:
-                    found = await self._cluster.get_kueue(kueue.WORKLOAD_PRIORITY_CLASSES, name)
+                    found = await self._cluster.get(WORKLOAD_PRIORITY_CLASSES, None, name)
                 except NotFound:
                     return priority_class_missing(name)
                 priority = PriorityClass(name, int(found.get("value", 0)))
             body = build_workload(job, desired, priority)
-            await self._cluster.create_workload(namespace, body)
+            await self._cluster.create(WORKLOADS, namespace, body)
             self._kueue.informer.created((namespace, job.ref.name), body)
             return None
         assert workload is not None
         meta = workload["metadata"]
         try:
             if change.status is not None:
-                await self._cluster.patch_workload(
-                    namespace,
-                    meta["name"],
-                    {"status": change.status},
-                    meta["resourceVersion"],
-                    True,
+                status = {"status": change.status}
+                await self._cluster.patch(
+                    WORKLOADS, namespace, meta["name"], status, meta["resourceVersion"], "status"
                 )
             if change.release:
                 await self._drop_finalizer(namespace, workload)
@@ -99,6 +97,6 @@ class WorkloadWrites:
         if not holds_quota(workload):
             return
         kept = [f for f in meta["finalizers"] if f != kueue.RESOURCE_IN_USE_FINALIZER]
-        await self._cluster.patch_workload(
-            namespace, meta["name"], {"metadata": {"finalizers": kept}}, None
+        await self._cluster.patch(
+            WORKLOADS, namespace, meta["name"], {"metadata": {"finalizers": kept}}
         )

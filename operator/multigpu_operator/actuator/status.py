@@ -10,18 +10,30 @@ pod counts is held back for a few seconds (policy/status.py `counts_only`).
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from multigpu_operator import metrics
 from multigpu_operator.api.status import Phase
-from multigpu_operator.cluster.errors import Conflict
+from multigpu_operator.cluster.errors import (
+    ClusterError,
+    Conflict,
+    NamespaceTerminating,
+    NotFound,
+)
+from multigpu_operator.cluster.events import event_body
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.kinds import EVENTS, JOBS
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.objects import older
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS, counts_only
 from multigpu_operator.policy.step import StatusUpdate
+
+log = logging.getLogger(__name__)
 
 # A job whose status write lost a race is looked at again this soon (the watch usually
 # brings the newer version first).
@@ -55,8 +67,21 @@ class StatusWrites:
         task.add_done_callback(self._background.discard)
 
     async def _post_events(self, body: dict[str, Any], events: tuple[Event, ...]) -> None:
+        """events.k8s.io Events on the job; failures are logged, never raised."""
+        meta = body["metadata"]
+        instance = os.environ.get("HOSTNAME", "multigpu-operator")
         for event in events:
-            await self.cluster.post_event(body, event.type, event.reason, event.message)
+            now = datetime.now(UTC)
+            posted = event_body(body, event.type, event.reason, event.message, now, instance)
+            try:
+                await self.cluster.create(EVENTS, meta["namespace"], posted)
+            except (NamespaceTerminating, NotFound) as err:
+                # The namespace is going or gone, and the job with it: nobody reads it.
+                log.debug("event %s on %s not posted: %s", event.reason, meta["name"], err.message)
+            except ClusterError as err:
+                log.warning(
+                    "could not post event %s on %s: %s", event.reason, meta["name"], err.message
+                )
 
     def counts_held(
         self, key: JobKey, previous: Mapping[str, Any], status: Mapping[str, Any]
@@ -88,8 +113,8 @@ class StatusWrites:
         # A merge patch keeps keys it does not mention: removed ones are sent as null.
         patch = {**{k: None for k in previous if k not in status}, **status}
         try:
-            updated = await self.cluster.patch_job_status(
-                meta["namespace"], meta["name"], patch, meta.get("resourceVersion")
+            updated = await self.cluster.patch(
+                JOBS, *key, {"status": patch}, meta.get("resourceVersion"), "status"
             )
         except Conflict:
             self._wake(key, CONFLICT_RETRY_SECONDS)

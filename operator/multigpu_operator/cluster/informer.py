@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
+from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
@@ -76,8 +77,8 @@ class PodInformer(ChildInformer):
         super().__init__(on_change)
         self.reflector = Reflector(
             "pod",
-            lambda: cluster.list_pods(CHILD_SELECTOR, namespace),
-            lambda rv: cluster.watch_pods(CHILD_SELECTOR, rv, namespace),
+            lambda: cluster.list(PODS, namespace, CHILD_SELECTOR),
+            lambda rv: cluster.watch(PODS, rv, namespace, CHILD_SELECTOR),
             trim_pod,
             self,
         )
@@ -118,8 +119,8 @@ class ServiceInformer(ChildInformer):
         super().__init__(on_change)
         self.reflector = Reflector(
             "service",
-            lambda: cluster.list_services(CHILD_SELECTOR, namespace),
-            lambda rv: cluster.watch_services(CHILD_SELECTOR, rv, namespace),
+            lambda: cluster.list(SERVICES, namespace, CHILD_SELECTOR),
+            lambda rv: cluster.watch(SERVICES, rv, namespace, CHILD_SELECTOR),
             trim_service,
             self,
         )

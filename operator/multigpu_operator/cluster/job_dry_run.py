@@ -12,9 +12,8 @@ from typing import Any
 
 import orjson
 
-from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
-from multigpu_operator.cluster.answers import collection
 from multigpu_operator.cluster.errors import ClusterError, Invalid
+from multigpu_operator.cluster.kinds import JOBS
 from multigpu_operator.cluster.rest import Login, Rest
 
 DRY_RUN = {"dryRun": "All", "fieldValidation": "Strict"}
@@ -41,9 +40,8 @@ async def _dry_run_all(
 
 async def _dry_run(rest: Rest, manifest: Mapping[str, Any], namespace: str) -> dict[str, Any] | str:
     where = (manifest.get("metadata") or {}).get("namespace") or namespace
-    path = collection(GROUP, VERSION, PLURAL, where)
     try:
-        answer = await rest.call("POST", path, DRY_RUN, manifest)
+        answer = await rest.call("POST", JOBS.path(where), DRY_RUN, manifest)
     except Invalid as refused:
         return str(refused)
     except ClusterError as err:

@@ -8,30 +8,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from multigpu_operator.cluster.answers import collection
-from multigpu_operator.cluster.errors import NotFound
-from multigpu_operator.cluster.rest import Rest
+from multigpu_operator.cluster.errors import Conflict, NotFound
+from multigpu_operator.cluster.kinds import LEASES
+from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.leadership import LeaseRecord
-from multigpu_operator.metrics import api_request
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 @dataclass
 class Leases:
-    rest: Rest
+    cluster: Cluster
     namespace: str
     name: str
-
-    @property
-    def _path(self) -> str:
-        return f"{collection('coordination.k8s.io', 'v1', 'leases', self.namespace)}/{self.name}"
 
     async def read(self) -> tuple[LeaseRecord | None, str | None]:
         """The record and its resourceVersion; (None, None) if the Lease does not exist."""
         try:
-            with api_request("get", "leases"):
-                lease = await self.rest.json("GET", self._path)
+            lease = await self.cluster.get(LEASES, self.namespace, self.name)
         except NotFound:
             return None, None
         return _record(lease.get("spec") or {}), lease["metadata"]["resourceVersion"]
@@ -46,13 +40,12 @@ class Leases:
             "spec": _spec(record),
         }
         if resource_version is None:
-            path = collection("coordination.k8s.io", "v1", "leases", self.namespace)
-            with api_request("create", "leases"):
-                written = await self.rest.json("POST", path, body=body)
-        else:
-            body["metadata"]["resourceVersion"] = resource_version
-            with api_request("update", "leases"):
-                written = await self.rest.json("PUT", self._path, body=body)
+            created = await self.cluster.create(LEASES, self.namespace, body)
+            if created is None:
+                raise Conflict(f'leases "{self.name}" already exists', 409)
+            return str(created["metadata"]["resourceVersion"])
+        body["metadata"]["resourceVersion"] = resource_version
+        written = await self.cluster.replace(LEASES, body)
         return str(written["metadata"]["resourceVersion"])
 
 

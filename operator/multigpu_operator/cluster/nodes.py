@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from multigpu_operator.cluster.errors import ClusterError
+from multigpu_operator.cluster.kinds import NODES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 
@@ -47,8 +48,8 @@ class NodeInformer(Reflected):
         self._stale = False  # _snapshot is older than _nodes
         self.reflector = Reflector(
             "node",
-            cluster.list_nodes,
-            cluster.watch_nodes,
+            lambda: cluster.list(NODES),
+            lambda rv: cluster.watch(NODES, rv),
             trim_node,
             self,
             backoff_cap=300,

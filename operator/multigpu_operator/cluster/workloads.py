@@ -24,6 +24,7 @@ from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.cluster.errors import ClusterError, NotFound
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.kinds import RESOURCE_FLAVORS, WORKLOADS, Kind
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 
@@ -73,21 +74,21 @@ class KueueObjects(Reflected):
     def __init__(
         self,
         cluster: Cluster,
-        plural: str,
+        kind: Kind,
         namespace: str | None,
         trim: Callable[[Mapping[str, Any]], dict[str, Any]],
         changed: Callable[[dict[str, Any]], None] = lambda obj: None,
         required: bool = False,
     ) -> None:
-        self._plural = plural
+        self._plural = kind.plural
         self._changed = changed
         self.objects: dict[ObjectKey, dict[str, Any]] = {}
         self.installed = True
         self._required = required
         self.reflector = Reflector(
-            plural,
-            lambda: cluster.list_kueue(plural, namespace),
-            lambda rv: cluster.watch_kueue(plural, rv, namespace),
+            kind.plural,
+            lambda: cluster.list(kind, namespace),
+            lambda rv: cluster.watch(kind, rv, namespace),
             trim,
             self,
             backoff_cap=60,
@@ -137,9 +138,9 @@ class WorkloadInformer:
         self._enqueue = enqueue
         self._by_job: dict[JobKey, dict[str, Any]] = {}
         self.workloads = KueueObjects(
-            cluster, kueue.WORKLOADS, namespace, trim_workload, self._workload_changed, required
+            cluster, WORKLOADS, namespace, trim_workload, self._workload_changed, required
         )
-        self.flavors = KueueObjects(cluster, kueue.RESOURCE_FLAVORS, None, dict, required=required)
+        self.flavors = KueueObjects(cluster, RESOURCE_FLAVORS, None, dict, required=required)
 
     @property
     def installed(self) -> bool:
