@@ -26,8 +26,8 @@ from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from multigpu_operator.cluster.api import Kube, connect
 from multigpu_operator.cluster.leases import Leases
 from multigpu_operator.cluster.rest import Rest
-from multigpu_operator.controller import Controller
-from multigpu_operator.election import LeaderElector, campaign
+from multigpu_operator.controller.workers import Controller
+from multigpu_operator.election.elector import LeaderElector, campaign
 from multigpu_operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
 async def run_for_leader(elector: LeaderElector, parts: Running) -> None:
     """Lead while the Lease is ours, stand by otherwise, for as long as the process runs:
-    an API server that is down or answers errors only delays the next try (election.py).
+    an API server that is down or answers errors only delays the next try (election/elector.py).
     Only a bug in the election ends it: the operator then stops and exits non-zero."""
 
     async def stop_reconciling() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from multigpu_operator.leadership import LeaseTimings
+from multigpu_operator.election.lease_rules import LeaseTimings
 
 _FALSE = ("0", "false", "no", "off")
 

@@ -135,7 +135,7 @@ def test_chart_installs_and_its_service_account_runs_a_job(
 
 
 def refused(operator: OperatorProcess) -> bool:
-    """The operator logged a reconcile error for a 403 answer (controller.py's format)."""
+    """The operator logged a reconcile error for a 403 answer (controller/workers.py's format)."""
     return any(re.search(r" failed: HTTP 403: ", line) for line in troubles(operator))
 
 

@@ -23,7 +23,7 @@ from kubernetes import client, config
 from cluster.localcluster import LocalCluster
 from cluster.outage import api_server_stopped, frozen, lease_api_unavailable
 from multigpu_operator.api.names import LABEL_REPLICA_INDEX
-from multigpu_operator.leadership import LeaseTimings
+from multigpu_operator.election.lease_rules import LeaseTimings
 from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_looks import samples
 from support.operator_process import OperatorProcess, replicas

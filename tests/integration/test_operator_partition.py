@@ -28,7 +28,7 @@ import pytest
 
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.names import LABEL_REPLICA_INDEX
-from multigpu_operator.leadership import LeaseTimings
+from multigpu_operator.election.lease_rules import LeaseTimings
 from support.jobs import RUN_LONG, JobEnv, job_manifest
 from support.operator_log import reconcile_errors, troubles
 from support.operator_looks import samples

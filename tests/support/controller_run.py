@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from multigpu_operator.cluster.informer import JobKey
-from multigpu_operator.controller import Controller
+from multigpu_operator.controller.workers import Controller
 from multigpu_operator.settings import Settings
 from support.fake_cluster import FakeCluster
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import job_pass, plans
 from multigpu_operator.actuator.children import CREATE_BATCH
 from multigpu_operator.cluster.kinds import Kind
+from multigpu_operator.controller import job_pass, plan_cache
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -66,7 +66,7 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
     replicas = 3000  # about 0.3 s to plan: a stall the loop would feel
     loop_thread = threading.get_ident()
     ran_in: dict[str, set[bool]] = {"plan_object": set(), "decide": set()}
-    for name, module in (("plan_object", plans), ("decide", job_pass)):
+    for name, module in (("plan_object", plan_cache), ("decide", job_pass)):
         work = getattr(module, name)
 
         def recorded(*args: Any, _name: str = name, _work: Any = work) -> Any:

@@ -17,7 +17,7 @@ from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.errors import Invalid
 from multigpu_operator.cluster.kinds import JOBS
-from multigpu_operator.job_pass import JobPass
+from multigpu_operator.controller.job_pass import JobPass
 from multigpu_operator.policy.step import Decision, StatusUpdate
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
@@ -90,14 +90,16 @@ async def test_a_write_from_outside_the_actuator_fails_a_controller_test(
 ) -> None:
     # A pass deleting a job itself, instead of through a Decision.
     run = _in_module(
-        "multigpu_operator.job_pass",
+        "multigpu_operator.controller.job_pass",
         "async def run(self, key, body, refusal):\n"
         "    from multigpu_operator.cluster.kinds import JOBS\n"
         "    await self.actuator.cluster.delete(JOBS, *key, body['metadata']['uid'])\n",
     )
     monkeypatch.setattr(JobPass, "run", run)
     cluster = FakeCluster()
-    with pytest.raises(AssertionError, match=r"multigpu_operator\.job_pass: delete multigpujobs"):
+    with pytest.raises(
+        AssertionError, match=r"multigpu_operator\.controller\.job_pass: delete multigpujobs"
+    ):
         await run_one_job(cluster)
 
 

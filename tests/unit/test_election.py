@@ -1,5 +1,6 @@
-"""Leader election: client-go's rules (leadership.py) and the elector's loop (election.py)
-against an in-memory Lease on looptime's fake clock, so a lease duration takes no time."""
+"""Leader election: client-go's rules (election/lease_rules.py) and the elector's loop
+(election/elector.py) against an in-memory Lease on looptime's fake clock, so a lease
+duration takes no time."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict, Unreachable
-from multigpu_operator.election import RELEASE_SECONDS, LeaderElector, campaign, lead
-from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
+from multigpu_operator.election.elector import RELEASE_SECONDS, LeaderElector, campaign, lead
+from multigpu_operator.election.lease_rules import (
+    LeaseRecord,
+    LeaseTimings,
+    may_take,
+    released,
+    taken,
+)
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 TIMINGS = LeaseTimings(lease_duration=10, renew_deadline=7, retry_period=2)

@@ -12,7 +12,7 @@ import pytest
 from multigpu_operator.cluster.errors import Conflict, NotFound
 from multigpu_operator.cluster.kinds import JOBS, PODS, SERVICES, Kind
 from multigpu_operator.cluster.leases import Leases
-from multigpu_operator.leadership import LeaseRecord
+from multigpu_operator.election.lease_rules import LeaseRecord
 from support.controller_run import ddp_spec
 from support.fake_cluster import FakeCluster
 

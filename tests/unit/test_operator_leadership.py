@@ -11,10 +11,10 @@ import pytest
 from unit.test_election import MemoryLease
 
 from multigpu_operator import metrics
-from multigpu_operator.controller import Controller
-from multigpu_operator.election import LeaderElector
+from multigpu_operator.controller.workers import Controller
+from multigpu_operator.election.elector import LeaderElector
+from multigpu_operator.election.lease_rules import LeaseTimings
 from multigpu_operator.handlers import readiness
-from multigpu_operator.leadership import LeaseTimings
 from multigpu_operator.settings import Settings
 from support.fake_cluster import FakeCluster
 

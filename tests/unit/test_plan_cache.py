@@ -1,4 +1,4 @@
-"""The controller's plan cache (plans.py): bounded by desired pods, so memory does not
+"""The controller's plan cache (plan_cache.py): bounded by desired pods, so memory does not
 grow with the number of jobs; a job is planned again only when its spec changes or its
 plan left the cache (issue 15)."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import plans
-from multigpu_operator.plans import PlanCache
+from multigpu_operator.controller import plan_cache
+from multigpu_operator.controller.plan_cache import PlanCache
 from multigpu_operator.reconcile import plan_object
 from support.controller_run import ddp_spec
 
@@ -30,7 +30,7 @@ def plannings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(body["metadata"]["name"])
         return plan_object(body)
 
-    monkeypatch.setattr(plans, "plan_object", counted)
+    monkeypatch.setattr(plan_cache, "plan_object", counted)
     return seen
 
 

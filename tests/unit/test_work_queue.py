@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from looptime import LoopTimeProxy
 
-from multigpu_operator.workqueue import Backoff, WorkQueue
+from multigpu_operator.controller.workqueue import Backoff, WorkQueue
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
 

@@ -11,7 +11,7 @@ from typing import Any
 from multigpu_operator.cluster.errors import Conflict, NotFound
 from multigpu_operator.cluster.kinds import LEASES
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.leadership import LeaseRecord
+from multigpu_operator.election.lease_rules import LeaseRecord
 
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 

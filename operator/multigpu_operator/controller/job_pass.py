@@ -1,7 +1,7 @@
 """One reconcile pass of a job: its inputs read from the caches, the pure pass
 (reconcile.decide) run on them, its Decision handed to the actuator.
 
-The inputs: the job as kopf's watch last brought it, its plan (plans.py), its pods (the
+The inputs: the job as kopf's watch last brought it, its plan (plan_cache.py), its pods (the
 pod informer), the nodes, its standing in Kueue, and what the API server refused in its
 last pass. Nothing here writes: the actuator (actuator/) does.
 """
@@ -18,8 +18,8 @@ from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
+from multigpu_operator.controller.plan_cache import PlanCache, offload
 from multigpu_operator.objects import managed_here, owned_by
-from multigpu_operator.plans import PlanCache, offload
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.kueue_admission import admission_of
 from multigpu_operator.policy.queueing import (

@@ -8,7 +8,7 @@ the renew deadline), so the caller stops reconciling before any other replica ma
 Lease stops acting and runs for it again (`campaign()`), it never exits. An API server
 that cannot be reached, times out or answers 429/5xx is a failed try like any other:
 the standby tries again every retry period (with client-go's jitter), the leader until
-its renew deadline. The rules are in leadership.py; the Lease is read and written
+its renew deadline. The rules are in lease_rules.py; the Lease is read and written
 through a LeaseStore (cluster/leases.py), so tests run the election against an in-memory
 one on a fake clock.
 """
@@ -24,7 +24,13 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from multigpu_operator.cluster.errors import ClusterError
-from multigpu_operator.leadership import LeaseRecord, LeaseTimings, may_take, released, taken
+from multigpu_operator.election.lease_rules import (
+    LeaseRecord,
+    LeaseTimings,
+    may_take,
+    released,
+    taken,
+)
 
 log = logging.getLogger(__name__)
 

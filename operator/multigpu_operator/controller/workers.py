@@ -39,12 +39,12 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.trim import trim_job
-from multigpu_operator.job_pass import JobPass
+from multigpu_operator.controller.job_pass import JobPass
+from multigpu_operator.controller.plan_cache import PlanCache
+from multigpu_operator.controller.workqueue import Backoff, WorkQueue
 from multigpu_operator.objects import older, same_version
-from multigpu_operator.plans import PlanCache
 from multigpu_operator.policy.refusals import Refusal
 from multigpu_operator.settings import Settings
-from multigpu_operator.workqueue import Backoff, WorkQueue
 
 log = logging.getLogger(__name__)
 
