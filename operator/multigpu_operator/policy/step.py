@@ -40,6 +40,8 @@ class Observed:
     admission: Admission | None = None
     # Why the pods cannot run where Kueue admitted them ("" when they can).
     unplaceable: str = ""
+    # Which nodes the pods are kept off, or why not (policy/avoidance.py); "" if none.
+    avoidance: str = ""
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)
@@ -80,8 +82,12 @@ class Progress:
     """The counters that steps move and later steps read."""
 
     attempt: int
-    restarts: int
+    restarts: int  # counted against runPolicy.backoffLimit
     start: datetime  # when runPolicy.activeDeadlineSeconds started counting
+    # Restarts after infrastructure faults (runPolicy.infrastructureRetries).
+    infrastructure_restarts: int = 0
+    # (index, restarts) of each failure-policy rule with maxRestarts that fired.
+    rule_restarts: tuple[tuple[int, int], ...] = ()
 
     @classmethod
     def from_status(cls, previous: Mapping[str, Any], now: datetime) -> Progress:
@@ -89,6 +95,10 @@ class Progress:
             attempt=int(previous.get("attempt", 1)),
             restarts=int(previous.get("restarts", 0)),
             start=parse_time(previous.get("startTime")) or now,
+            infrastructure_restarts=int(previous.get("infrastructureRestarts", 0)),
+            rule_restarts=tuple(
+                (int(r["index"]), int(r["restarts"])) for r in previous.get("ruleRestarts") or []
+            ),
         )
 
 

@@ -1,0 +1,64 @@
+"""Keeping a job's later pods off the nodes where infrastructure faults ended its pods
+(pure).
+
+status.avoidedNodes lists them (the latest MAX_AVOIDED_NODES, for the job's life); the
+desired pods get a required node anti-affinity on those names (`kubernetes.io/hostname
+NotIn [...]`, added to every term of the template's own required node affinity, which
+the scheduler ORs). Unless no other node could ever fit a pod (policy/fit.py): then the
+pods are not kept off anything, and the Created condition says so.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from multigpu_operator.api.failure_policy import Fault
+from multigpu_operator.api.limits import MAX_AVOIDED_NODES
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.failures import Failure
+from multigpu_operator.policy.fit import never_fits
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Faults that say the node is bad; a preempted or evicted pod's node may be fine.
+NODE_FAULTS = frozenset({Fault.NODE_LOST, Fault.NODE_SHUTDOWN, Fault.GPU_UNHEALTHY})
+
+
+def avoided_after(avoided: Sequence[str], failures: Sequence[Failure]) -> list[str]:
+    """The avoided nodes once these failures are taken into account: the latest ones."""
+    added = [f.diagnosis.node for f in failures if f.diagnosis and f.fault in NODE_FAULTS]
+    kept = [n for n in avoided if n not in added] + list(dict.fromkeys(n for n in added if n))
+    return kept[-MAX_AVOIDED_NODES:]
+
+
+def avoiding(
+    desired: DesiredState, avoided: Sequence[str], nodes: Sequence[Mapping[str, Any]]
+) -> tuple[DesiredState, str]:
+    """The desired pods kept off `avoided`, and a line saying so (or why not)."""
+    if not avoided:
+        return desired, ""
+    listed = ", ".join(avoided)
+    others = [n for n in nodes if n["metadata"]["name"] not in avoided]
+    for pod in desired.pods:
+        if nodes and never_fits(pod, nodes) is None:
+            cannot = never_fits(pod, others) if others else None
+            if not others or cannot is not None:
+                why = cannot.message() if cannot else "there is no other node"
+                return desired, f"not avoiding nodes {listed} (faults before): {why}"
+    pods = tuple(_kept_off(p, avoided) for p in desired.pods)
+    return replace(desired, pods=pods), f"avoiding nodes {listed} (faults before)"
+
+
+def _kept_off(pod: Mapping[str, Any], avoided: Sequence[str]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(pod))
+    expression = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(avoided)}
+    node = out.setdefault("spec", {}).setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    # Terms are ORed: each must keep the pod off the nodes.
+    required["nodeSelectorTerms"] = [
+        {**t, "matchExpressions": [*(t.get("matchExpressions") or []), expression]} for t in terms
+    ]
+    return out
