@@ -198,6 +198,8 @@ def test_conclude_merges_what_the_steps_decided() -> None:
         "attempt": 2,
         "restarts": 3,
         "worldSize": 2,
+        # The current attempt, open from this pass (policy/attempts.py).
+        "attempts": [{"attempt": 2, "startTime": stamp(10)}],
     }
     assert decision.events == (Event("Normal", "Requeued", "m"),)
     assert decision.delete_pods == ("job-1", "job-0")

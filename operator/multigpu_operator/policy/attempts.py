@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from multigpu_operator.api.limits import MAX_ATTEMPTS_KEPT, MAX_FAILED_PODS_KEPT
 from multigpu_operator.api.status import Attempt, JobStatus
@@ -26,13 +27,13 @@ def ended(
 ) -> list[Attempt]:
     """The attempts with `attempt` closed by a decided failure."""
     pods = [f.as_failed_pod() for f in failed[:MAX_FAILED_PODS_KEPT]]
-    record = Attempt(
+    record = _attempt(
         attempt=attempt,
         start_time=_started(status, attempt, now),
         end_time=now,
         reason=reason,
-        rule=rule or None,
-        failed_pods=pods or None,
+        rule=rule,
+        failed_pods=pods,
     )
     return _kept([*(a for a in status.attempts or [] if a.attempt != attempt), record])
 
@@ -45,18 +46,19 @@ def brought_up_to_date(
     records = []
     for record in status.attempts or []:
         if record.end_time is None and (record.attempt < attempt or finished):
-            record = record.model_copy(update={"end_time": now, "reason": reason or None})
+            ended = {"end_time": now, **({"reason": reason} if reason else {})}
+            record = Attempt.model_validate(record.model_dump(exclude_unset=True) | ended)
         records.append(record)
     if not any(r.attempt == attempt for r in records):
-        records.append(
-            Attempt(
-                attempt=attempt,
-                start_time=now,
-                end_time=now if finished else None,
-                reason=(reason or None) if finished else None,
-            )
-        )
+        end = {"end_time": now, "reason": reason} if finished else {}
+        records.append(_attempt(attempt=attempt, start_time=now, **end))
     return _kept(records)
+
+
+def _attempt(**fields: Any) -> Attempt:
+    """An Attempt with the fields that have a value (the others stay unset: absent
+    from the status, not null)."""
+    return Attempt(**{k: v for k, v in fields.items() if v not in (None, "", [])})
 
 
 def _started(status: JobStatus, attempt: int, now: datetime) -> datetime | None:

@@ -49,12 +49,13 @@ class Failure:
         return f"{told} [{self.diagnosis.describe()}]" if self.diagnosis and where else told
 
     def as_failed_pod(self) -> FailedPod:
+        node = {"node": self.node} if self.node else {}
         return FailedPod(
             pod=self.pod,
             replica_index=self._index(),
-            node=self.node or None,
             exit_code=self.exit_code,
             reason=self.reason,
+            **node,
         )
 
     def as_status(self, attempt: int, rule: str = "") -> LastFailure:

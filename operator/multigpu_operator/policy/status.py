@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.status import TERMINAL, ConditionType, JobStatus, Phase
+from multigpu_operator.api.status import TERMINAL, Attempt, ConditionType, JobStatus, Phase
+from multigpu_operator.policy.attempts import brought_up_to_date
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
 from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
 from multigpu_operator.policy.gang import NO_NODE_FITS
@@ -70,12 +71,16 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
                 f"created {len(seen.desired.pods)} pods and the headless Service "
                 f"(attempt {progress.attempt})"
             )
+            if seen.avoidance:
+                msg += f"; {seen.avoidance}"
             changes.append(condition(ConditionType.CREATED, True, "PodsCreated", msg))
     conditions = Conditions(seen.previous, job.generation, rfc3339(seen.now))
     conditions.apply(changes)
     reason = phase_reason(phase, conditions.as_list())
     if reason:
         status = status.merged(JobStatus(reason=reason))
+    if not (phase in TERMINAL and seen.previous_phase in TERMINAL):
+        status = status.merged(JobStatus(attempts=_attempts(seen, progress, status, phase)))
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
     passed = JobStatus(
@@ -100,6 +105,16 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
         requeue_after=min(decided.wake_after) if decided.wake_after else None,
         restarts=progress.restarts - int(seen.previous.get("restarts", 0)),
     )
+
+
+def _attempts(seen: Observed, progress: Progress, status: JobStatus, phase: Phase) -> list[Attempt]:
+    """status.attempts with the current attempt open, or closed once the job finished;
+    an attempt left without a failure (a resume, a requeue) ends for what the job was
+    in before."""
+    finished = phase in TERMINAL
+    before = str(seen.previous.get("reason") or seen.previous.get("phase") or "")
+    reason = (status.reason or str(phase)) if finished else before
+    return brought_up_to_date(status, progress.attempt, seen.now, reason, finished)
 
 
 def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
