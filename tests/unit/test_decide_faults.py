@@ -62,7 +62,8 @@ def test_a_node_lost_mid_run_starts_a_new_attempt_not_counted_and_avoids_the_nod
     run = JobRun(job_object(replicas=2, gpusPerReplica=8, runPolicy={"backoffLimit": 0}))
     started(run)
     gone = lose_node(run, "gpu-node-1")
-    run.step()
+    decision = run.step()
+    assert decision.restarts == 1  # a restart all the same (mgj_restarts_total)
     assert run.status["phase"] == "Restarting"
     assert run.status["restarts"] == 0  # backoffLimit 0 would have failed the job
     assert run.status["infrastructureRestarts"] == 1

@@ -61,7 +61,7 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
             cleared(ConditionType.RUNNING, "Restarting", msg),
         ),
         delete_pods=tuple(name_of(p) for p in seen.older(attempt)),
-        progress=replace(verdict.progress, attempt=attempt),
+        progress=replace(verdict.progress, attempt=attempt, restarted=progress.restarted + 1),
         stop=Phase.RESTARTING,
     )
 
@@ -123,6 +123,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         if verdict.action is FailureAction.IGNORE:
             decided = decided.then(Outcome(status=last))
             continue
+        progress = replace(progress, restarted=progress.restarted + 1)
         msg = f"replacing {failure.message()} ({verdict.counted_as})"
         reason = str(failure.fault) if failure.fault else "PodFailed"
         decided = decided.then(

@@ -103,7 +103,7 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
         delete_pods=tuple(dict.fromkeys(decided.delete_pods)),
         delete_job=decided.delete_job,
         requeue_after=min(decided.wake_after) if decided.wake_after else None,
-        restarts=progress.restarts - int(seen.previous.get("restarts", 0)),
+        restarts=progress.restarted,
     )
 
 

@@ -88,6 +88,8 @@ class Progress:
     infrastructure_restarts: int = 0
     # (index, restarts) of each failure-policy rule with maxRestarts that fired.
     rule_restarts: tuple[tuple[int, int], ...] = ()
+    # Restarts decided in this pass, counted or not (Decision.restarts, the metric).
+    restarted: int = 0
 
     @classmethod
     def from_status(cls, previous: Mapping[str, Any], now: datetime) -> Progress:
@@ -163,7 +165,7 @@ class Decision:
     delete_pods: tuple[str, ...] = ()
     delete_job: bool = False
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
-    restarts: int = 0  # restarts decided in this pass
+    restarts: int = 0  # restarts decided in this pass, counted against a budget or not
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
     # The status may wait for the pods (policy/status.py first_write_waits).
     status_waits: bool = False
