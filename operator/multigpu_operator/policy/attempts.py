@@ -39,18 +39,19 @@ def ended(
 
 
 def brought_up_to_date(
-    status: JobStatus, attempt: int, now: datetime, reason: str, finished: bool
+    status: JobStatus, attempt: int, now: datetime, reason: str, *, ended: bool, runs: bool
 ) -> list[Attempt]:
-    """Every earlier attempt closed (with `reason` if nothing closed it) and the current
-    one open, or closed too once the job has `finished`."""
+    """Every earlier attempt closed (with `reason` if nothing closed it), and the
+    current one closed too if it `ended` (the job finished or was suspended); the
+    current one is listed (opened) if it `runs` or has finished."""
     records = []
     for record in status.attempts or []:
-        if record.end_time is None and (record.attempt < attempt or finished):
-            ended = {"end_time": now, **({"reason": reason} if reason else {})}
-            record = Attempt.model_validate(record.model_dump(exclude_unset=True) | ended)
+        if record.end_time is None and (record.attempt < attempt or ended):
+            closed = {"end_time": now, **({"reason": reason} if reason else {})}
+            record = Attempt.model_validate(record.model_dump(exclude_unset=True) | closed)
         records.append(record)
-    if not any(r.attempt == attempt for r in records):
-        end = {"end_time": now, "reason": reason} if finished else {}
+    if runs and not any(r.attempt == attempt for r in records):
+        end = {"end_time": now, "reason": reason} if ended else {}
         records.append(_attempt(attempt=attempt, start_time=now, **end))
     return _kept(records)
 

@@ -79,8 +79,9 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     reason = phase_reason(phase, conditions.as_list())
     if reason:
         status = status.merged(JobStatus(reason=reason))
-    if not (phase in TERMINAL and seen.previous_phase in TERMINAL):
-        status = status.merged(JobStatus(attempts=_attempts(seen, progress, status, phase)))
+    if not (phase in TERMINAL and seen.previous_phase in TERMINAL):  # history stays put
+        records = _attempts(seen, progress, status, phase)
+        status = status.merged(JobStatus(attempts=records)) if records else status
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
     passed = JobStatus(
@@ -108,13 +109,15 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
 
 
 def _attempts(seen: Observed, progress: Progress, status: JobStatus, phase: Phase) -> list[Attempt]:
-    """status.attempts with the current attempt open, or closed once the job finished;
-    an attempt left without a failure (a resume, a requeue) ends for what the job was
-    in before."""
+    """status.attempts with the current attempt open, or closed once the job finished
+    or was suspended; an attempt left without a failure (a resume, a requeue) ends for
+    what the job was in before."""
     finished = phase in TERMINAL
+    ended = finished or phase is Phase.SUSPENDED
     before = str(seen.previous.get("reason") or seen.previous.get("phase") or "")
-    reason = (status.reason or str(phase)) if finished else before
-    return brought_up_to_date(status, progress.attempt, seen.now, reason, finished)
+    reason = (status.reason or str(phase)) if ended else before
+    runs = finished or phase is not Phase.SUSPENDED
+    return brought_up_to_date(status, progress.attempt, seen.now, reason, ended=ended, runs=runs)
 
 
 def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
