@@ -101,6 +101,19 @@ def test_nothing_is_avoided_when_no_other_node_could_ever_fit() -> None:
     assert note == "not avoiding nodes gpu-node-0 (faults before): there is no other node"
 
 
+def test_nothing_is_avoided_when_the_other_nodes_could_never_hold_the_whole_gang() -> None:
+    desired = plan_job(job(gpusPerReplica=8))  # two pods of 8 GPUs: a node each
+    two = [gpu_node("gpu-node-0"), gpu_node("gpu-node-1")]
+    kept_off, note = avoiding(desired, ["gpu-node-0"], two)
+    assert kept_off == desired
+    assert note.endswith("the other nodes could never hold all 2 pods at once (only 1)")
+    three = [*two, gpu_node("gpu-node-2")]
+    kept_off, note = avoiding(desired, ["gpu-node-0"], three)
+    assert note == "avoiding nodes gpu-node-0 (faults before)"
+    half = plan_job(job(gpusPerReplica=4))  # two pods of 4 GPUs fit on one node
+    assert avoiding(half, ["gpu-node-0"], two)[1] == "avoiding nodes gpu-node-0 (faults before)"
+
+
 def test_nothing_to_avoid() -> None:
     desired = plan_job(job())
     assert avoiding(desired, [], [gpu_node("gpu-node-0")]) == (desired, "")

@@ -4,8 +4,10 @@
 status.avoidedNodes lists them (the latest MAX_AVOIDED_NODES, for the job's life); the
 desired pods get a required node anti-affinity on those names (`kubernetes.io/hostname
 NotIn [...]`, added to every term of the template's own required node affinity, which
-the scheduler ORs). Unless no other node could ever fit a pod (policy/fit.py): then the
-pods are not kept off anything, and the Created condition says so.
+the scheduler ORs). Unless the other nodes could never run the job (policy/fit.py: no
+other node fits a pod, or they could not hold all its pods at once even if they ran
+nothing else): then the pods are not kept off anything, and the Created condition says
+so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.limits import MAX_AVOIDED_NODES
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.failures import Failure
-from multigpu_operator.policy.fit import never_fits
+from multigpu_operator.policy.fit import copies_that_fit, never_fits
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Faults that say the node is bad; a preempted or evicted pod's node may be fine.
@@ -40,15 +42,33 @@ def avoiding(
     if not avoided:
         return desired, ""
     listed = ", ".join(avoided)
-    others = [n for n in nodes if n["metadata"]["name"] not in avoided]
-    for pod in desired.pods:
-        if nodes and never_fits(pod, nodes) is None:
-            cannot = never_fits(pod, others) if others else None
-            if not others or cannot is not None:
-                why = cannot.message() if cannot else "there is no other node"
-                return desired, f"not avoiding nodes {listed} (faults before): {why}"
+    why = _cannot_avoid(desired, avoided, nodes)
+    if why:
+        return desired, f"not avoiding nodes {listed} (faults before): {why}"
     pods = tuple(_kept_off(p, avoided) for p in desired.pods)
     return replace(desired, pods=pods), f"avoiding nodes {listed} (faults before)"
+
+
+def _cannot_avoid(
+    desired: DesiredState, avoided: Sequence[str], nodes: Sequence[Mapping[str, Any]]
+) -> str:
+    """Why the job could never run on the other nodes when it could on all of them;
+    "" when it could, or when that is not known (no nodes seen)."""
+    if not nodes or not desired.pods:
+        return ""
+    others = [n for n in nodes if n["metadata"]["name"] not in avoided]
+    if not others:
+        return "there is no other node"
+    # The pods of a job come from one template: they ask for the same, and all of them
+    # must fit at once (a gang). One is checked: a pass stays O(nodes) at 5,000 pods.
+    pod, wanted = desired.pods[0], len(desired.pods)
+    cannot = never_fits(pod, others)
+    if cannot is not None and never_fits(pod, nodes) is None:
+        return cannot.message()
+    room = copies_that_fit(pod, others)
+    if room < wanted <= copies_that_fit(pod, nodes):
+        return f"the other nodes could never hold all {wanted} pods at once (only {room})"
+    return ""
 
 
 def _kept_off(pod: Mapping[str, Any], avoided: Sequence[str]) -> dict[str, Any]:
