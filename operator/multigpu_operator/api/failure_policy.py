@@ -23,8 +23,8 @@ from multigpu_operator.api.limits import (
 )
 
 ExitCode = Annotated[Int32, Field(ge=1, le=255)]
-# A CamelCase reason or condition type as Kubernetes writes them.
-Word = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$")]
+# A CamelCase reason, or a condition type (a readiness gate's may be domain-prefixed).
+Word = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9_./-]*$")]
 
 
 class FailureAction(enum.StrEnum):

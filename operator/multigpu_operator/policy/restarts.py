@@ -46,8 +46,9 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
         return Outcome(status=status).then(fail(verdict.fail_reason, verdict.fail_message))
     attempt = progress.attempt + 1
     if verdict.action is FailureAction.RESTART_JOB:
-        # Attempts allowed: the first, backoffLimit retries, and the restarts not counted.
-        most = seen.job.spec.run_policy.backoff_limit + 1 + progress.infrastructure_restarts
+        # The most attempts there may be: this one and the retries left in backoffLimit
+        # (restarts not counted, a resume or a requeue may add more).
+        most = attempt + seen.job.spec.run_policy.backoff_limit - verdict.progress.restarts
         msg = f"starting attempt {attempt} of {most}: {failure.message()}"
     else:
         msg = f"starting attempt {attempt} ({verdict.counted_as}): {failure.message()}"
