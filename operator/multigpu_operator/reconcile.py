@@ -78,19 +78,19 @@ def decide(
     job's last pass (policy/refusals.py)."""
     placed = queueing.with_admission(desired, admission)
     unplaceable = placed if isinstance(placed, str) else ""
-    # Kept off the nodes where infrastructure faults ended the job's pods.
-    kept_off, avoidance = avoiding(
-        desired if isinstance(placed, str) else placed, previous.get("avoidedNodes") or (), nodes
-    )
+    planned = desired if isinstance(placed, str) else placed
+    # New pods are kept off the nodes where infrastructure faults ended the job's pods.
+    avoided, avoidance = avoiding(planned, previous.get("avoidedNodes") or (), nodes)
     seen = Observed(
         job,
-        kept_off,
+        planned,
         tuple(pods),
         previous,
         now,
         tuple(nodes),
         admission,
         unplaceable,
+        avoided,
         avoidance,
     )
     progress = Progress.from_status(previous, now)

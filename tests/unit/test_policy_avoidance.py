@@ -10,7 +10,7 @@ import pytest
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.limits import MAX_AVOIDED_NODES
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.avoidance import avoided_after, avoiding
+from multigpu_operator.policy.avoidance import avoided_after, avoiding, kept_off
 from multigpu_operator.policy.failures import Failure
 from multigpu_operator.policy.faults import Diagnosis
 from support.policy import gpu_node, job
@@ -52,10 +52,10 @@ def affinity(pod: dict[str, Any]) -> Any:
 
 def test_pods_get_a_required_anti_affinity_on_the_failed_nodes() -> None:
     desired = plan_job(job())
-    kept_off, note = avoiding(desired, ["gpu-node-0"], [gpu_node("gpu-node-0"), gpu_node("g1")])
-    assert note == "avoiding nodes gpu-node-0 (faults before)"
-    for pod in kept_off.pods:
-        assert affinity(pod) == {"nodeSelectorTerms": [{"matchExpressions": [NOT_IN]}]}
+    avoided, note = avoiding(desired, ["gpu-node-0"], [gpu_node("gpu-node-0"), gpu_node("g1")])
+    assert (avoided, note) == (("gpu-node-0",), "avoiding nodes gpu-node-0 (faults before)")
+    pod = kept_off(desired.pods[0], avoided)
+    assert affinity(pod) == {"nodeSelectorTerms": [{"matchExpressions": [NOT_IN]}]}
     assert "affinity" not in desired.pods[0]["spec"]  # the plan itself is left as it was
 
 
@@ -79,8 +79,9 @@ def test_the_templates_own_affinity_is_kept_in_every_term() -> None:
             },
         }
     }
-    kept_off, _ = avoiding(plan_job(job(template=template)), ["gpu-node-0"], ())
-    pod = kept_off.pods[0]
+    desired = plan_job(job(template=template))
+    avoided, _ = avoiding(desired, ["gpu-node-0"], ())  # nodes unknown: avoided all the same
+    pod = kept_off(desired.pods[0], avoided)
     assert affinity(pod)["nodeSelectorTerms"] == [
         {"matchExpressions": [zone, NOT_IN]},
         {"matchExpressions": [rack, NOT_IN], "matchFields": []},
@@ -93,27 +94,27 @@ def test_nothing_is_avoided_when_no_other_node_could_ever_fit() -> None:
     eight = job(gpusPerReplica=8)
     desired = plan_job(eight)
     nodes = [gpu_node("gpu-node-0", gpus=8), gpu_node("small", gpus=4)]
-    kept_off, note = avoiding(desired, ["gpu-node-0"], nodes)
-    assert kept_off == desired
+    avoided, note = avoiding(desired, ["gpu-node-0"], nodes)
+    assert avoided == ()
     assert note.startswith("not avoiding nodes gpu-node-0 (faults before): no node can ever fit")
-    alone, note = avoiding(desired, ["gpu-node-0"], nodes[:1])
-    assert alone == desired
+    avoided, note = avoiding(desired, ["gpu-node-0"], nodes[:1])
+    assert avoided == ()
     assert note == "not avoiding nodes gpu-node-0 (faults before): there is no other node"
 
 
 def test_nothing_is_avoided_when_the_other_nodes_could_never_hold_the_whole_gang() -> None:
     desired = plan_job(job(gpusPerReplica=8))  # two pods of 8 GPUs: a node each
     two = [gpu_node("gpu-node-0"), gpu_node("gpu-node-1")]
-    kept_off, note = avoiding(desired, ["gpu-node-0"], two)
-    assert kept_off == desired
+    avoided, note = avoiding(desired, ["gpu-node-0"], two)
+    assert avoided == ()
     assert note.endswith("the other nodes could never hold all 2 pods at once (only 1)")
     three = [*two, gpu_node("gpu-node-2")]
-    kept_off, note = avoiding(desired, ["gpu-node-0"], three)
-    assert note == "avoiding nodes gpu-node-0 (faults before)"
+    avoided, note = avoiding(desired, ["gpu-node-0"], three)
+    assert (avoided, note) == (("gpu-node-0",), "avoiding nodes gpu-node-0 (faults before)")
     half = plan_job(job(gpusPerReplica=4))  # two pods of 4 GPUs fit on one node
     assert avoiding(half, ["gpu-node-0"], two)[1] == "avoiding nodes gpu-node-0 (faults before)"
 
 
 def test_nothing_to_avoid() -> None:
     desired = plan_job(job())
-    assert avoiding(desired, [], [gpu_node("gpu-node-0")]) == (desired, "")
+    assert avoiding(desired, [], [gpu_node("gpu-node-0")]) == ((), "")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from multigpu_operator.api.failure_policy import Fault
@@ -37,16 +36,16 @@ def avoided_after(avoided: Sequence[str], failures: Sequence[Failure]) -> list[s
 
 def avoiding(
     desired: DesiredState, avoided: Sequence[str], nodes: Sequence[Mapping[str, Any]]
-) -> tuple[DesiredState, str]:
-    """The desired pods kept off `avoided`, and a line saying so (or why not)."""
+) -> tuple[tuple[str, ...], str]:
+    """The nodes to keep the pods off (none if the job could not run without them), and
+    a line saying so, or why not ("" when nothing is avoided)."""
     if not avoided:
-        return desired, ""
+        return (), ""
     listed = ", ".join(avoided)
     why = _cannot_avoid(desired, avoided, nodes)
     if why:
-        return desired, f"not avoiding nodes {listed} (faults before): {why}"
-    pods = tuple(_kept_off(p, avoided) for p in desired.pods)
-    return replace(desired, pods=pods), f"avoiding nodes {listed} (faults before)"
+        return (), f"not avoiding nodes {listed} (faults before): {why}"
+    return tuple(avoided), f"avoiding nodes {listed} (faults before)"
 
 
 def _cannot_avoid(
@@ -71,7 +70,9 @@ def _cannot_avoid(
     return ""
 
 
-def _kept_off(pod: Mapping[str, Any], avoided: Sequence[str]) -> dict[str, Any]:
+def kept_off(pod: Mapping[str, Any], avoided: Sequence[str]) -> dict[str, Any]:
+    """`pod` with a required node anti-affinity on `avoided` (a copy; `pod` is left as
+    it was). Only the pods being created get it: a pass never copies every desired pod."""
     out = copy.deepcopy(dict(pod))
     expression = {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(avoided)}
     node = out.setdefault("spec", {}).setdefault("affinity", {}).setdefault("nodeAffinity", {})

@@ -40,7 +40,9 @@ class Observed:
     admission: Admission | None = None
     # Why the pods cannot run where Kueue admitted them ("" when they can).
     unplaceable: str = ""
-    # Which nodes the pods are kept off, or why not (policy/avoidance.py); "" if none.
+    # The nodes new pods are kept off, and a line saying which or why none
+    # (policy/avoidance.py; "" when no node is to be avoided).
+    avoided: tuple[str, ...] = ()
     avoidance: str = ""
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
