@@ -53,6 +53,18 @@ def replaced(run: JobRun, gone: str) -> None:
     run.step()
 
 
+def no_nulls(value: Any, path: str = "status") -> None:
+    """A status field set to nothing would be written as null; only the exit code and
+    the replica index of a failed pod may be."""
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            assert sub is not None or key in ("exitCode", "replicaIndex"), f"{path}.{key}"
+            no_nulls(sub, f"{path}.{key}")
+    elif isinstance(value, list):
+        for sub in value:
+            no_nulls(sub, path)
+
+
 def node_affinity(pod: dict[str, Any]) -> Any:
     required = pod["spec"]["affinity"]["nodeAffinity"]
     return required["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -100,6 +112,7 @@ def test_a_node_lost_mid_run_starts_a_new_attempt_not_counted_and_avoids_the_nod
     assert {"startTime", "endTime"} <= set(first)
     assert second == {"attempt": 2, "startTime": second["startTime"]}
     assert ("Warning", "NodeLost") in run.events()
+    no_nulls(run.status)
 
 
 def test_a_gpu_reported_unhealthy_restarts_naming_the_device() -> None:
@@ -194,6 +207,7 @@ def test_a_restart_not_counted_rule_with_its_own_budget() -> None:
     assert failed["reason"] == "MaxRestartsExceeded"
     assert f"{RULES}[0] (data-hiccup)'s maxRestarts (1)" in failed["message"]
     assert [a["attempt"] for a in run.status["attempts"]] == [1, 2]
+    no_nulls(run.status)
 
 
 def elastic_run(**run_policy: Any) -> JobRun:
@@ -230,6 +244,7 @@ def test_elastic_ignore_replaces_the_pod_and_counts_nothing() -> None:
     assert [p["metadata"]["name"] for p in again.create_pods] == ["job-2"]
     # The node is avoided all the same: it lost a pod of the job.
     assert run.status["avoidedNodes"] == ["gpu-node-2"]
+    no_nulls(run.status)
 
 
 def test_elastic_node_lost_is_an_infrastructure_retry() -> None:
@@ -260,3 +275,6 @@ def test_the_attempt_history_keeps_the_latest_ten() -> None:
     assert all(a["reason"] == "PodFailed" for a in attempts[:-1])
     assert all(a["rule"] == "spec.runPolicy.backoffLimit" for a in attempts[:-1])
     assert "endTime" not in attempts[-1]
+    no_nulls(run.status)
+    assert "avoidedNodes" not in run.status  # the job's own failures avoid no node
+    assert "infrastructureRestarts" not in run.status

@@ -50,14 +50,15 @@ class Verdict:
         return bool(self.fail_reason)
 
     def counters(self) -> JobStatus:
-        """The status fields of the counters the restart moved."""
+        """The status fields of the counters (only those in use: a field set to nothing
+        would be written as null)."""
         p = self.progress
-        rules = [RuleRestarts(index=i, restarts=n) for i, n in p.rule_restarts]
-        return JobStatus(
-            restarts=p.restarts,
-            infrastructure_restarts=p.infrastructure_restarts,
-            rule_restarts=rules or None,
-        )
+        moved: dict[str, object] = {"restarts": p.restarts}
+        if p.infrastructure_restarts:
+            moved["infrastructure_restarts"] = p.infrastructure_restarts
+        if p.rule_restarts:
+            moved["rule_restarts"] = [RuleRestarts(index=i, restarts=n) for i, n in p.rule_restarts]
+        return JobStatus.model_validate(moved)
 
 
 def rule_name(index: int, rule: FailureRule) -> str:

@@ -93,13 +93,12 @@ def _recorded(
     ending = verdict.fail_reason or (str(failure.fault) if failure.fault else "PodFailed")
     ended = attempts.ended(previous, progress.attempt, seen.now, ending, verdict.rule, found)
     avoided = avoided_after(previous.avoided_nodes or [], found if not verdict.fails else [])
-    return verdict.counters().merged(
-        JobStatus(
-            last_failure=failure.as_status(progress.attempt, verdict.rule),
-            attempts=ended,
-            avoided_nodes=avoided or None,
-        )
+    recorded = JobStatus(
+        last_failure=failure.as_status(progress.attempt, verdict.rule), attempts=ended
     )
+    if avoided:
+        recorded = recorded.merged(JobStatus(avoided_nodes=avoided))
+    return verdict.counters().merged(recorded)
 
 
 def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
@@ -138,12 +137,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         )
     if not found:
         return decided
-    return decided.then(
-        Outcome(
-            status=JobStatus(
-                counted_failures=sorted(f.uid for f in found if f.uid in judged),
-                avoided_nodes=avoided or None,
-            ),
-            delete_pods=tuple(f.pod for f in found),
-        )
-    )
+    status = JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in judged))
+    if avoided:
+        status = status.merged(JobStatus(avoided_nodes=avoided))
+    return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in found)))
