@@ -22,8 +22,8 @@ async def test_a_lost_node_restarts_the_job_uncounted_and_its_pods_avoid_it() ->
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(gpusPerReplica=8, runPolicy={"backoffLimit": 0}))
         await asyncio.sleep(1)
-        for pod in ("train-0", "train-1"):
-            cluster.set_phase(pod, "Running")  # both on gpu-node-0 here
+        for name in ("train-0", "train-1"):
+            cluster.set_phase(name, "Running")  # both on gpu-node-0 here
         await asyncio.sleep(1)
         cluster.remove_node("gpu-node-0")
         cluster.set_phase("train-0", "Failed")  # PodGC ends the pods of a removed node
