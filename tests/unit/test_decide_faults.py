@@ -278,3 +278,22 @@ def test_the_attempt_history_keeps_the_latest_ten() -> None:
     no_nulls(run.status)
     assert "avoidedNodes" not in run.status  # the job's own failures avoid no node
     assert "infrastructureRestarts" not in run.status
+
+
+def test_an_elastic_pod_evicted_from_a_lost_node_is_judged_once_while_it_leaves() -> None:
+    run = elastic_run()
+    started(run)
+    run.nodes.append(gpu_node("gpu-node-3"))  # room for all 3 pods without gpu-node-2
+    gone = lose_node(run, "gpu-node-2")
+    first = run.step()
+    assert gone not in first.delete_pods  # Kubernetes is deleting it already
+    assert (run.status["phase"], run.status["infrastructureRestarts"]) == ("Running", 1)
+    assert run.status["avoidedNodes"] == ["gpu-node-2"]
+    assert ("Warning", "NodeLost") in run.events()
+    run.step()
+    assert run.status["infrastructureRestarts"] == 1  # seen again, judged once
+    run.pods.pop(gone)
+    again = run.step()
+    assert [p["metadata"]["name"] for p in again.create_pods] == [gone]
+    assert node_affinity(again.create_pods[0])
+    assert run.status["restarts"] == 0

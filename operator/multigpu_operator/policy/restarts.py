@@ -21,7 +21,7 @@ from multigpu_operator.policy.conditions import cleared, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.failure_rules import Verdict, judge
 from multigpu_operator.policy.failures import Failure, failures, lost_pod
-from multigpu_operator.policy.pods import attempt_of, name_of
+from multigpu_operator.policy.pods import attempt_of, being_deleted, name_of, replica_index
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
@@ -103,8 +103,10 @@ def _recorded(
 
 def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     """Each failed pod is replaced alone and judged once (status.countedFailures holds
-    the failed pods already judged while they are still seen)."""
-    found = failures(seen.current(progress.attempt), seen.nodes)
+    the failed pods already judged while they are still seen); so is a pod Kubernetes
+    is deleting for a fault (its node lost, an eviction), replaced once it is gone."""
+    failed = failures(seen.current(progress.attempt), seen.nodes)
+    found = failed + _disrupted_leaving(seen, progress)
     judged = set(seen.previous.get("countedFailures", []))
     policy = seen.job.spec.run_policy
     avoided = list(seen.previous.get("avoidedNodes") or [])
@@ -140,4 +142,17 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     status = JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in judged))
     if avoided:
         status = status.merged(JobStatus(avoided_nodes=avoided))
-    return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in found)))
+    return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in failed)))
+
+
+def _disrupted_leaving(seen: Observed, progress: Progress) -> list[Failure]:
+    """Members being deleted by Kubernetes for a fault (DisruptionTarget): the taint
+    manager's eviction from a lost node, PodGC, a preemption, a drain."""
+    found = []
+    for pod in seen.pods:
+        if not being_deleted(pod) or attempt_of(pod) > progress.attempt:
+            continue
+        failure = lost_pod(name_of(pod), replica_index(pod), pod, seen.nodes)
+        if failure.fault and "DisruptionTarget" in failure.conditions:
+            found.append(replace(failure, uid=str(pod["metadata"].get("uid", ""))))
+    return found
