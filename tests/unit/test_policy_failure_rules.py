@@ -284,3 +284,15 @@ def test_the_messages_name_the_rule_and_the_budget() -> None:
     )
     used_up = judge(policy, LOST, replace(progress(), infrastructure_restarts=1))
     assert "used up runPolicy.infrastructureRetries (1)" in used_up.fail_message
+
+
+def test_a_rules_own_budget_is_told_in_the_restart() -> None:
+    policy = job(
+        runPolicy=rules(
+            {"action": "RestartJobNotCounted", "maxRestarts": 3, "onReasons": ["OOMKilled"]}
+        )
+    ).spec.run_policy
+    verdict = judge(policy, OOM, replace(progress(), rule_restarts=((0, 1),)))
+    assert verdict.counted_as == (
+        "restart 2 of the rule's maxRestarts 3, not counted against backoffLimit"
+    )

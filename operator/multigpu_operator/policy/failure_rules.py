@@ -97,8 +97,8 @@ def _by_rule(
         return _failed(name, progress, "FailurePolicy", f"{name} matched: {failure.message()}")
     if action is FailureAction.IGNORE:
         return Verdict(action, name, progress)
+    used = dict(progress.rule_restarts).get(index, 0)
     if rule.max_restarts is not None:
-        used = dict(progress.rule_restarts).get(index, 0)
         if used >= rule.max_restarts:
             msg = (
                 f"{used} restarts used up {name}'s maxRestarts ({rule.max_restarts}); "
@@ -110,7 +110,11 @@ def _by_rule(
     if action is FailureAction.RESTART_JOB:
         return _counted(policy, name, failure, progress)
     if rule.max_restarts is not None:
-        return Verdict(action, name, progress, counted_as=f"{name}: not counted")
+        counted_as = (
+            f"restart {used + 1} of the rule's maxRestarts {rule.max_restarts}, "
+            "not counted against backoffLimit"
+        )
+        return Verdict(action, name, progress, counted_as=counted_as)
     return _infrastructure(policy, name, failure, progress)
 
 
