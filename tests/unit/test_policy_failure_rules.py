@@ -133,6 +133,16 @@ def counts(p: Progress) -> tuple[int, int, tuple[tuple[int, int], ...]]:
         ),
         # The user's rules, first match wins.
         pytest.param(
+            rules({"action": "RestartJobNotCounted", "maxRestarts": 2, "onFaults": ["Stalled"]}),
+            fault(Fault.STALLED),
+            progress(),
+            "RestartJobNotCounted",
+            f"{RULES}[0]",
+            "",
+            (0, 0, ((0, 1),)),
+            id="a-stall-reported-by-a-later-step-matches-stalled",
+        ),
+        pytest.param(
             rules({"name": "oom", "action": "FailJob", "onReasons": ["OOMKilled"]}),
             OOM,
             progress(),
