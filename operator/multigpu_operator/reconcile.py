@@ -41,6 +41,7 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
+from multigpu_operator.policy.avoidance import avoiding
 from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.refusals import Refusal, after_refusal
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
@@ -77,15 +78,20 @@ def decide(
     job's last pass (policy/refusals.py)."""
     placed = queueing.with_admission(desired, admission)
     unplaceable = placed if isinstance(placed, str) else ""
+    planned = desired if isinstance(placed, str) else placed
+    # New pods are kept off the nodes where infrastructure faults ended the job's pods.
+    avoided, avoidance = avoiding(planned, previous.get("avoidedNodes") or (), nodes)
     seen = Observed(
         job,
-        desired if isinstance(placed, str) else placed,
+        planned,
         tuple(pods),
         previous,
         now,
         tuple(nodes),
         admission,
         unplaceable,
+        avoided,
+        avoidance,
     )
     progress = Progress.from_status(previous, now)
     outcomes: list[Outcome] = []

@@ -49,6 +49,8 @@ def test_only_declared_fields_are_nullable() -> None:
         "spec.shmSize",
         "status.lastFailure.replicaIndex",
         "status.lastFailure.exitCode",
+        "status.attempts[].failedPods[].replicaIndex",
+        "status.attempts[].failedPods[].exitCode",
     }
 
 

@@ -16,6 +16,13 @@ import pytest
 import yaml
 
 from multigpu_operator.api.crd import crd
+from multigpu_operator.api.failure_policy_rules import (
+    MSG_FAILURE_RULE_EMPTY,
+    MSG_FAILURE_RULE_FAULTS,
+    MSG_FAILURE_RULE_IGNORE,
+    MSG_FAILURE_RULE_MAX_RESTARTS,
+    MSG_FAILURE_RULE_NAMES,
+)
 from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_DNS_NAMES_IMMUTABLE,
@@ -49,6 +56,15 @@ def spec(**fields: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": "DistributedDataParallel", "template": TEMPLATE}
     out.update(fields)
     return out
+
+
+def rules(*listed: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A spec with these spec.runPolicy.failurePolicy.rules."""
+    return spec(runPolicy={"failurePolicy": {"rules": list(listed)}}, **fields)
+
+
+OOM = {"onReasons": ["OOMKilled"]}
+RULES = "spec.runPolicy.failurePolicy.rules"
 
 
 def elastic(**fields: Any) -> dict[str, Any]:
@@ -102,6 +118,20 @@ def test_there_is_an_example_per_mode() -> None:
         (spec(gpusPerReplica=0, gpuProduct="NVIDIA-H100-80GB-HBM3"), "j"),
         (spec(template={"metadata": {"labels": {"a": "b"}}, **TEMPLATE}), "j"),
         (spec(startPolicy={"timeoutSeconds": 0, "onTimeout": "Wait"}), "j"),
+        (
+            rules(
+                {"name": "oom", "action": "FailJob", **OOM},
+                {
+                    "action": "RestartJob",
+                    "maxRestarts": 2,
+                    "onExitCodes": {"operator": "NotIn", "values": [1, 2]},
+                },
+                {"action": "RestartJobNotCounted", "onFaults": ["NodeLost", "GPUUnhealthy"]},
+                {"name": "disrupted", "action": "FailJob", "onPodConditions": ["DisruptionTarget"]},
+            ),
+            "j",
+        ),
+        (elastic(runPolicy={"failurePolicy": {"rules": [{"action": "Ignore", **OOM}]}}), "j"),
     ],
     ids=[
         "mp-stages-per-process",
@@ -116,6 +146,8 @@ def test_there_is_an_example_per_mode() -> None:
         "gpu-product",
         "template-labels",
         "start-policy",
+        "failure-rules",
+        "elastic-ignore",
     ],
 )
 def test_valid(raw: dict[str, Any], name: str) -> None:
@@ -290,6 +322,66 @@ INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
         "j",
         "spec.gpusPerReplica",
         MSG_MIG_ONE_SLICE,
+    ),
+    ("rule-empty", rules({"action": "FailJob"}), "j", RULES, MSG_FAILURE_RULE_EMPTY),
+    (
+        "rule-fail-with-max-restarts",
+        rules({"action": "FailJob", "maxRestarts": 2, **OOM}),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_MAX_RESTARTS,
+    ),
+    (
+        "rule-ignore-with-max-restarts",
+        rules({"action": "Ignore", "maxRestarts": 2, **OOM}, mode="Elastic", elastic=ELASTIC),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_MAX_RESTARTS,
+    ),
+    (
+        "rule-fault-and-exit-code",
+        rules(
+            {
+                "action": "RestartJob",
+                "onFaults": ["NodeLost"],
+                "onExitCodes": {"operator": "In", "values": [1]},
+            }
+        ),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_FAULTS,
+    ),
+    (
+        "rule-fault-and-reason",
+        rules({"action": "RestartJob", "onFaults": ["GPUUnhealthy"], **OOM}),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_FAULTS,
+    ),
+    (
+        "rule-ignore-not-elastic",
+        rules({"action": "Ignore", "onPodConditions": ["DisruptionTarget"]}),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_IGNORE,
+    ),
+    (
+        "rule-names-twice",
+        rules(
+            {"name": "oom", "action": "FailJob", **OOM},
+            {"name": "oom", "action": "RestartJob", "onReasons": ["Error"]},
+        ),
+        "j",
+        RULES,
+        MSG_FAILURE_RULE_NAMES,
+    ),
+    ("rules-none", rules(), "j", RULES, "should be non-empty"),
+    (
+        "rule-no-reasons",
+        rules({"action": "FailJob", "onReasons": []}),
+        "j",
+        f"{RULES}[0].onReasons",
+        "should be non-empty",
     ),
     ("name-too-long", spec(), "a" * (MAX_NAME_LENGTH + 1), "metadata.name", MSG_NAME_TOO_LONG),
     ("name-digit-first", spec(), "1job", "metadata.name", MSG_NAME_DNS1035),

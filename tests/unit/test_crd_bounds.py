@@ -46,6 +46,11 @@ BOUNDS: list[tuple[str, int, Callable[[int], dict[str, Any]]]] = [
     ),
     ("runPolicy.backoffLimit", MAX_RETRIES, lambda n: spec(runPolicy={"backoffLimit": n})),
     (
+        "runPolicy.infrastructureRetries",
+        MAX_RETRIES,
+        lambda n: spec(runPolicy={"infrastructureRetries": n}),
+    ),
+    (
         "runPolicy.activeDeadlineSeconds",
         MAX_JOB_SECONDS,
         lambda n: spec(runPolicy={"activeDeadlineSeconds": n}),
@@ -97,7 +102,12 @@ def test_every_integer_of_the_spec_is_bounded() -> None:
 
     found = dict(integers(spec_schema(), ""))
     assert {p for p, node in found.items() if "maximum" not in node} == set()
-    assert {b[0] for b in BOUNDS} | {"masterPort", "runPolicy.retryableExitCodes[]"} == set(found)
+    # Exit codes (1..255), and a rule's maxRestarts (bounded like backoffLimit).
+    rules = "runPolicy.failurePolicy.rules[]"
+    others = {"runPolicy.retryableExitCodes[]", f"{rules}.onExitCodes.values[]"}
+    others |= {"masterPort", f"{rules}.maxRestarts"}
+    assert {b[0] for b in BOUNDS} | others == set(found)
+    assert found[f"{rules}.maxRestarts"]["maximum"] == MAX_RETRIES
 
 
 def test_the_largest_world_fits_the_status_int32() -> None:

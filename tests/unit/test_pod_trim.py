@@ -77,6 +77,16 @@ def test_a_pod_keeps_what_the_policies_read_and_nothing_else() -> None:
     }
 
 
+def test_a_pod_keeps_the_health_of_its_devices() -> None:
+    health = [
+        {"name": "nvidia.com/gpu", "resources": [{"resourceID": "GPU-1", "health": "Unhealthy"}]}
+    ]
+    pod = copy.deepcopy(RUNNING)
+    pod["status"]["containerStatuses"][0]["allocatedResourcesStatus"] = health
+    (kept,) = trim_pod(pod)["status"]["containerStatuses"]
+    assert kept["allocatedResourcesStatus"] == health
+
+
 def test_the_pods_of_a_job_share_what_they_have_in_common() -> None:
     other = copy.deepcopy(RUNNING)
     other["metadata"].update(name="train-2", uid="u-2")

@@ -9,7 +9,7 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.fit import NoFit, never_fits, pod_requests
+from multigpu_operator.policy.fit import NoFit, copies_that_fit, never_fits, pod_requests
 from support.policy import job
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -222,3 +222,22 @@ def container(name: str, restart: str | None = None, **requests: str) -> dict[st
 )
 def test_pod_requests(spec: dict[str, Any], requests: dict[str, Decimal]) -> None:
     assert pod_requests(spec) == requests
+
+
+@pytest.mark.parametrize(
+    ("j", "nodes", "copies"),
+    [
+        pytest.param(job(gpusPerReplica=8), CLUSTER, 2, id="a-node-each"),
+        pytest.param(job(gpusPerReplica=2), CLUSTER, 8, id="four-a-node"),
+        pytest.param(job(gpusPerReplica=3), CLUSTER, 4, id="what-is-left-over-holds-none"),
+        pytest.param(job(gpusPerReplica=8), [node("gpu-0", gpus=4)], 0, id="too-small"),
+        pytest.param(
+            job(gpusPerReplica=8, gpuProduct="NVIDIA-A100"), CLUSTER, 0, id="wrong-product"
+        ),
+        pytest.param(job(gpusPerReplica=8), [], 0, id="no-nodes"),
+    ],
+)
+def test_how_many_copies_of_a_pod_the_nodes_could_hold(
+    j: Job, nodes: list[dict[str, Any]], copies: int
+) -> None:
+    assert copies_that_fit(first_pod(j), nodes) == copies

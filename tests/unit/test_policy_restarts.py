@@ -233,7 +233,14 @@ ELASTIC_RESTART = [("Restarting", True, "PodFailed")]
             [*running(0, 2), pod(1, "Failed", disrupted=True)],
             {},
             progress(),
-            expect(delete=("job-1",), counted=[]),
+            # Not counted against backoffLimit (restarts stay 0): an infrastructure retry.
+            expect(
+                counters=(1, 0),
+                delete=("job-1",),
+                last=("job-1", None, 1),
+                changes=[("Restarting", True, "Evicted")],
+                counted=["uid-1-1"],
+            ),
             id="disrupted-replaced-without-counting",
         ),
         pytest.param(

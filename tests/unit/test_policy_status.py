@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -184,7 +185,8 @@ def test_conclude_merges_what_the_steps_decided() -> None:
         create_pods=({"metadata": {"name": "job-1"}},),
         wake_after=(30, 5),
     )
-    decision = conclude(seen, progress(2, restarts=3, start=-60), decided, Phase.PENDING)
+    moved = replace(progress(2, restarts=3, start=-60), restarted=2)  # two restarts decided
+    decision = conclude(seen, moved, decided, Phase.PENDING)
     assert decision.status.as_api() == {
         "targetReplicas": 2,  # kept: not a wait in progress
         "lastFailure": {"pod": "job-1"},
@@ -198,6 +200,8 @@ def test_conclude_merges_what_the_steps_decided() -> None:
         "attempt": 2,
         "restarts": 3,
         "worldSize": 2,
+        # The current attempt, open from this pass (policy/attempts.py).
+        "attempts": [{"attempt": 2, "startTime": stamp(10)}],
     }
     assert decision.events == (Event("Normal", "Requeued", "m"),)
     assert decision.delete_pods == ("job-1", "job-0")

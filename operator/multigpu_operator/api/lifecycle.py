@@ -8,12 +8,13 @@ defaulting, and the typed job the reconciler reads all come from these fields.
 from __future__ import annotations
 
 import enum
-from typing import Annotated
 
 from pydantic import Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64
+from multigpu_operator.api.failure_policy import ExitCode, FailurePolicy
 from multigpu_operator.api.limits import (
+    DEFAULT_INFRASTRUCTURE_RETRIES,
     MAX_JOB_SECONDS,
     MAX_REPLICAS,
     MAX_RETRIES,
@@ -51,8 +52,6 @@ class BelowMinAction(enum.StrEnum):
 # Exit codes from this one up mean "killed by a signal" (128 + signal number).
 SIGNAL_EXIT_CODES_FROM = 128
 
-ExitCode = Annotated[Int32, Field(ge=1, le=255)]
-
 
 class RunPolicy(ApiModel):
     """What happens when a pod fails, how long the job may run, and what is left
@@ -68,8 +67,9 @@ class RunPolicy(ApiModel):
             "used up. Never: the first failure fails the job. ExitCode: only exit codes "
             f"from {SIGNAL_EXIT_CODES_FROM} up (killed by a signal: OOM-killed, "
             "preempted) and those in retryableExitCodes; any other exit code fails the "
-            "job at once. A pod lost with its node or evicted has no exit code and is "
-            "retried unless Never."
+            "job at once. A pod lost with its node, evicted, preempted, shut down with its "
+            "node or given an unhealthy GPU is an infrastructure fault: retried unless "
+            "Never, counted against infrastructureRetries, not backoffLimit."
         ),
     )
     backoff_limit: Int32 = Field(
@@ -89,6 +89,25 @@ class RunPolicy(ApiModel):
             "are retried too (e.g. your script's 'try again' code)."
         ),
         json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    infrastructure_retries: Int32 = Field(
+        DEFAULT_INFRASTRUCTURE_RETRIES,
+        ge=0,
+        le=MAX_RETRIES,
+        description=(
+            "New attempts allowed after infrastructure faults (a node lost, an eviction, a "
+            "preemption, a node shutdown, an unhealthy GPU), not counted against "
+            "backoffLimit; then the job fails with reason InfrastructureRetriesExceeded. "
+            "The next attempt avoids the nodes that failed (status.avoidedNodes)."
+        ),
+    )
+    failure_policy: FailurePolicy | None = Field(
+        None,
+        description=(
+            "Rules by exit code, termination reason, pod condition or fault, tried before "
+            "restartPolicy, backoffLimit and infrastructureRetries, which decide what no "
+            "rule matches."
+        ),
     )
     active_deadline_seconds: Int64 | None = Field(
         None,

@@ -32,3 +32,13 @@ MAX_WAIT_SECONDS = 7 * 24 * 3600
 # No training run plans further than a year ahead; leaving the field unset means no limit.
 # runPolicy.activeDeadlineSeconds, runPolicy.ttlSecondsAfterFinished.
 MAX_JOB_SECONDS = 366 * 24 * 3600
+# Restarts after infrastructure faults (a node lost, a GPU gone bad): a job that lost ten
+# nodes is on a cluster that needs repair. runPolicy.infrastructureRetries.
+DEFAULT_INFRASTRUCTURE_RETRIES = 10
+# runPolicy.failurePolicy: rules per job, and values per match (exit codes, reasons).
+MAX_FAILURE_RULES = 16
+MAX_MATCH_VALUES = 32
+# status: the attempts kept (the latest), the failed pods each keeps, the nodes avoided.
+MAX_ATTEMPTS_KEPT = 10
+MAX_FAILED_PODS_KEPT = 8
+MAX_AVOIDED_NODES = 32

@@ -11,9 +11,11 @@ objects and skips them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from multigpu_operator.api.failure_policy_rules import FAILURE_POLICY_RULES
+from multigpu_operator.api.rule import Rule
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, JobSpec, Launcher, Mode
+
+__all__ = ["FAILURE_POLICY_RULES", "NAME_RULES", "SPEC_RULES", "Rule"]
 
 _DEFAULT_REPLICAS = JobSpec.model_fields["replicas"].default
 
@@ -105,34 +107,6 @@ MSG_NAME_DNS1035 = (
     "letter and ending with a letter or digit): it becomes the job's Service name and the pods' "
     "hostnames"
 )
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule as CEL: `self` is the object it is attached to, after defaulting (and
-    `oldSelf` the stored one, for a transition rule). The API server evaluates it, and
-    offline validation evaluates the very same string."""
-
-    cel: str
-    message: str
-    field_path: str | None = None
-    # CEL giving the message with the values it is about; `message` stays the fallback.
-    message_expression: str | None = None
-
-    @property
-    def transition(self) -> bool:
-        """Whether the rule compares with the stored object: the API server checks it on
-        updates (kubectl patch, scale, apply) only."""
-        return "oldSelf" in self.cel
-
-    def validation(self) -> dict[str, str]:
-        """The rule as an entry of x-kubernetes-validations."""
-        out: dict[str, str] = {"rule": self.cel, "message": self.message}
-        if self.message_expression:
-            out["messageExpression"] = self.message_expression
-        if self.field_path:
-            out["fieldPath"] = self.field_path
-        return out
 
 
 _ELASTIC = f"'{Mode.ELASTIC}'"
@@ -233,6 +207,7 @@ SPEC_RULES: tuple[Rule, ...] = (
         message=MSG_MIG_ONE_SLICE,
         field_path=".gpusPerReplica",
     ),
+    *FAILURE_POLICY_RULES,
 )
 
 # Attached to the root object, where CEL sees metadata.name.

@@ -17,6 +17,12 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field
 
 from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
+from multigpu_operator.api.limits import (
+    MAX_ATTEMPTS_KEPT,
+    MAX_AVOIDED_NODES,
+    MAX_FAILED_PODS_KEPT,
+    MAX_FAILURE_RULES,
+)
 
 
 class Phase(enum.StrEnum):
@@ -85,16 +91,60 @@ class PodCounts(StatusModel):
     failed: Count | None = Field(None, description="Pods that failed.")
 
 
-class LastFailure(StatusModel):
-    """The most recent pod failure the operator acted on."""
+class FailedPod(StatusModel):
+    """A pod whose failure ended an attempt, or that was replaced."""
 
     pod: str | None = Field(None, description="The failed pod.")
     replica_index: Annotated[int | None, Nullable] = Field(None, description="Its replica index.")
+    node: str | None = Field(None, description="The node it ran on, where known.")
     exit_code: Annotated[int | None, Nullable] = Field(
         None, description="The trainer's exit code; null if the pod was lost."
     )
     reason: str | None = Field(None, description="Why it ended.")
+
+
+class LastFailure(FailedPod):
+    """The most recent pod failure the operator acted on."""
+
     attempt: Count | None = Field(None, description="The attempt it belonged to.")
+    fault: str | None = Field(
+        None,
+        description=(
+            "The infrastructure fault that ended it (NodeLost, Evicted, Preempted, "
+            "NodeShutdown, GPUUnhealthy); absent for a failure of the pod itself."
+        ),
+    )
+    device: str | None = Field(None, description="The unhealthy device, where known.")
+    rule: str | None = Field(
+        None,
+        description=(
+            "The rule that decided it: spec.runPolicy.failurePolicy.rules[i] (with the "
+            "rule's name), or the default rule's field (restartPolicy, backoffLimit, "
+            "infrastructureRetries)."
+        ),
+    )
+
+
+class RuleRestarts(StatusModel):
+    """Restarts decided by a failure-policy rule with maxRestarts."""
+
+    index: Count = Field(description="The rule's index in spec.runPolicy.failurePolicy.rules.")
+    restarts: Count = Field(description="Restarts it decided.")
+
+
+class Attempt(StatusModel):
+    """One attempt: a run of every pod of the job (Elastic: its one run)."""
+
+    attempt: Count = Field(description="The attempt's number, from 1.")
+    start_time: datetime | None = Field(None, description="When its pods were first planned.")
+    end_time: datetime | None = Field(None, description="When it ended; absent while it runs.")
+    reason: str | None = Field(None, description="Why it ended.")
+    rule: str | None = Field(None, description="The rule that decided what followed.")
+    failed_pods: list[FailedPod] | None = Field(
+        None,
+        max_length=MAX_FAILED_PODS_KEPT,
+        description=f"Its failed pods, the first to fail first (at most {MAX_FAILED_PODS_KEPT}).",
+    )
 
 
 class JobStatus(StatusModel):
@@ -150,6 +200,33 @@ class JobStatus(StatusModel):
         ),
     )
     last_failure: LastFailure | None = None
+    infrastructure_restarts: Count | None = Field(
+        None,
+        description=(
+            "New attempts (Elastic: pods replaced) after infrastructure faults and "
+            "RestartJobNotCounted rules without maxRestarts; at most "
+            "runPolicy.infrastructureRetries."
+        ),
+    )
+    rule_restarts: list[RuleRestarts] | None = Field(
+        None,
+        max_length=MAX_FAILURE_RULES,
+        description="Restarts decided by each failure-policy rule that has maxRestarts.",
+    )
+    avoided_nodes: list[str] | None = Field(
+        None,
+        max_length=MAX_AVOIDED_NODES,
+        description=(
+            "Nodes where an infrastructure fault ended a pod of the job: its later pods "
+            "are kept off them (a required node anti-affinity), unless no other node "
+            f"could ever fit them. The latest {MAX_AVOIDED_NODES}, kept for the job's life."
+        ),
+    )
+    attempts: list[Attempt] | None = Field(
+        None,
+        max_length=MAX_ATTEMPTS_KEPT,
+        description=f"The latest {MAX_ATTEMPTS_KEPT} attempts, oldest first.",
+    )
     created_attempt: Count | None = Field(
         None, description="The last attempt all of whose pods were seen created."
     )

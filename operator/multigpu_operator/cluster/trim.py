@@ -30,7 +30,8 @@ _POD_META = (
 )
 _POD_STATUS = ("phase", "reason", "message", "podIP", "startTime")
 _CONDITION = ("type", "status", "reason", "message")
-_CONTAINER_STATUS = ("name", "image", "state")
+# allocatedResourcesStatus: the health of the devices it was given (policy/faults.py).
+_CONTAINER_STATUS = ("name", "image", "state", "allocatedResourcesStatus")
 
 
 def trim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:

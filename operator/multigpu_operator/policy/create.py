@@ -1,17 +1,18 @@
 """Which desired pods to create (pure): those whose name is free, labelled with the
-attempt. A name is reused only once its previous pod is gone, so a replaced attempt's
-pods are created in the pass after the old ones have left."""
+attempt and kept off the avoided nodes (policy/avoidance.py). A name is reused only once
+its previous pod is gone, so a replaced attempt's pods are created in the pass after the
+old ones have left."""
 
 from __future__ import annotations
 
+from multigpu_operator.policy.avoidance import kept_off
 from multigpu_operator.policy.pods import name_of, with_attempt
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
 def missing_pods(seen: Observed, progress: Progress) -> Outcome:
     taken = {name_of(p) for p in seen.pods}
-    return Outcome(
-        create_pods=tuple(
-            with_attempt(p, progress.attempt) for p in seen.desired.pods if name_of(p) not in taken
-        )
-    )
+    pods = [with_attempt(p, progress.attempt) for p in seen.desired.pods if name_of(p) not in taken]
+    if seen.avoided:
+        pods = [kept_off(p, seen.avoided) for p in pods]
+    return Outcome(create_pods=tuple(pods))

@@ -4,11 +4,13 @@ something outside the pod ended it (pure)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.status import LastFailure
+from multigpu_operator.api.failure_policy import Fault
+from multigpu_operator.api.status import FailedPod, LastFailure
+from multigpu_operator.policy.faults import Diagnosis, diagnose, node_of, unhealthy_device
 from multigpu_operator.policy.pods import name_of
 
 
@@ -26,26 +28,66 @@ class Failure:
     detail: str = ""
     # The trainer found a set-up that cannot work: every attempt would fail alike.
     setup_error: bool = False
+    # What the failure-policy rules match on besides the exit code: every container's
+    # termination reason and the pod's status.reason; the pod's True condition types.
+    reasons: tuple[str, ...] = ()
+    conditions: tuple[str, ...] = ()
+    node: str = ""
+    # The infrastructure fault that ended it (policy/faults.py), if any.
+    diagnosis: Diagnosis | None = None
+
+    @property
+    def fault(self) -> Fault | None:
+        return self.diagnosis.fault if self.diagnosis else None
 
     def message(self) -> str:
         code = f" with exit code {self.exit_code}" if self.exit_code is not None else ""
         detail = f": {self.detail}" if self.detail else ""
-        return f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}{detail}"
+        told = f"pod {self.pod} (replica {self.replica}) failed{code}: {self.reason}{detail}"
+        # Where and what, once known: the fault's name alone is in the reason already.
+        where = self.diagnosis and (self.diagnosis.node or self.diagnosis.device)
+        return f"{told} [{self.diagnosis.describe()}]" if self.diagnosis and where else told
 
-    def as_status(self, attempt: int) -> LastFailure:
+    def as_failed_pod(self) -> FailedPod:
+        node = {"node": self.node} if self.node else {}
+        return FailedPod(
+            pod=self.pod,
+            replica_index=self._index(),
+            exit_code=self.exit_code,
+            reason=self.reason,
+            **node,
+        )
+
+    def as_status(self, attempt: int, rule: str = "") -> LastFailure:
+        known: dict[str, Any] = {"node": self.node, "rule": rule}
+        if self.diagnosis:
+            known |= {"fault": str(self.diagnosis.fault), "device": self.diagnosis.device}
         return LastFailure(
             pod=self.pod,
-            replica_index=int(self.replica) if self.replica.isdigit() else None,
+            replica_index=self._index(),
             exit_code=self.exit_code,
             reason=self.reason,
             attempt=attempt,
+            **{k: v for k, v in known.items() if v},
         )
 
+    def _index(self) -> int | None:
+        return int(self.replica) if self.replica.isdigit() else None
 
-def lost_pod(name: str, index: int) -> Failure:
-    """A pod of a running attempt that disappeared: its node was lost, or it was evicted
-    or deleted. There is no exit code."""
-    return Failure(name, str(index), None, "pod deleted (node lost, evicted or deleted by hand)")
+
+def lost_pod(
+    name: str,
+    index: int,
+    last_seen: Mapping[str, Any] | None = None,
+    nodes: Sequence[Mapping[str, Any]] = (),
+) -> Failure:
+    """A pod of a running attempt that disappeared, or is being deleted: its node was
+    lost, or it was evicted or deleted. There is no exit code. `last_seen`: the pod as
+    last seen (being deleted), which may say why."""
+    lost = Failure(name, str(index), None, "pod deleted (node lost, evicted or deleted by hand)")
+    if last_seen is None:
+        return lost
+    return _with_facts(lost, last_seen, nodes)
 
 
 def first_failure(pods: Sequence[Mapping[str, Any]]) -> Failure | None:
@@ -54,8 +96,11 @@ def first_failure(pods: Sequence[Mapping[str, Any]]) -> Failure | None:
     return found[0] if found else None
 
 
-def failures(pods: Sequence[Mapping[str, Any]]) -> list[Failure]:
-    """Every failed pod, the first to finish first."""
+def failures(
+    pods: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]] = ()
+) -> list[Failure]:
+    """Every failed pod, the first to finish first; then every pod still running on a
+    GPU the kubelet reports unhealthy (its training cannot go on)."""
     failed = [p for p in pods if p.get("status", {}).get("phase") == "Failed"]
 
     def finished(p: Mapping[str, Any]) -> str:
@@ -63,7 +108,41 @@ def failures(pods: Sequence[Mapping[str, Any]]) -> list[Failure]:
         return str(ended[1].get("finishedAt", "")) if ended else ""
 
     failed.sort(key=lambda p: (finished(p), name_of(p)))
-    return [_failure(p) for p in failed]
+    found = [_with_facts(_failure(p), p, nodes) for p in failed]
+    for pod in pods:
+        device = unhealthy_device(pod)
+        phase = pod.get("status", {}).get("phase")
+        if device and phase in ("Pending", "Running"):
+            replica = pod["metadata"].get("labels", {}).get(names.LABEL_REPLICA_INDEX, "?")
+            failure = Failure(
+                name_of(pod), replica, None, "GPUUnhealthy", pod["metadata"].get("uid", "")
+            )
+            found.append(_with_facts(failure, pod, nodes))
+    return found
+
+
+def _with_facts(
+    failure: Failure, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]
+) -> Failure:
+    """The failure with what the rules match on and the fault that ended it, if any."""
+    status = pod.get("status") or {}
+    reasons = [
+        str(term["reason"])
+        for cs in status.get("containerStatuses") or []
+        if (term := (cs.get("state") or {}).get("terminated")) and term.get("reason")
+    ]
+    if status.get("reason"):
+        reasons.append(str(status["reason"]))
+    conditions = tuple(
+        str(c["type"]) for c in status.get("conditions") or [] if c.get("status") == "True"
+    )
+    return replace(
+        failure,
+        reasons=tuple(dict.fromkeys([failure.reason, *reasons])),
+        conditions=conditions,
+        node=node_of(pod),
+        diagnosis=diagnose(pod, nodes),
+    )
 
 
 def _failure(pod: Mapping[str, Any]) -> Failure:

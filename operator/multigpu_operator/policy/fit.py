@@ -74,6 +74,24 @@ def never_fits(pod: Mapping[str, Any], nodes: Sequence[Node]) -> NoFit | None:
     return NoFit(name, _too_big(requests, allowed, which))
 
 
+def copies_that_fit(pod: Mapping[str, Any], nodes: Sequence[Node]) -> int:
+    """How many copies of `pod` the nodes could hold at once if they ran nothing else:
+    on each node it may use (labels, lasting taints), as many as its allocatable
+    resources hold."""
+    spec = pod.get("spec") or {}
+    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    tolerations = spec.get("tolerations") or []
+    requests = {r: q for r, q in pod_requests(spec).items() if q > 0}
+    total = 0
+    for node in nodes:
+        if not _has_labels(node, selector) or _untolerated(node, tolerations):
+            continue
+        allocatable = _quantities(node.get("status", {}).get("allocatable") or {})
+        per_node = [int(allocatable.get(r, Decimal(0)) // q) for r, q in requests.items()]
+        total += min(per_node) if per_node else 1_000_000  # asks for nothing: any number
+    return total
+
+
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """What the scheduler reserves for a pod: its containers and restartable init
     containers (sidecars) together, or an init container with the sidecars started

@@ -4,26 +4,24 @@ DistributedDataParallel, DataParallel, ModelParallel: one failed (or lost) repli
 breaks the collective, so the attempt is over: the next attempt's number is written
 first, then the old attempt's pods are deleted, and their names are reused once they
 are gone. Elastic: only the failed pod is replaced; torchrun re-forms the group around
-it. Every retried failure counts against backoffLimit, except an elastic pod disrupted
-from outside (its node lost, an eviction).
+it. What each failure does, and which budget it is counted against, is the verdict of
+the failure-policy rules (policy/failure_rules.py); a node where an infrastructure fault
+ended a pod is kept off from then on (policy/avoidance.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
+from multigpu_operator.api.failure_policy import FailureAction
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
+from multigpu_operator.policy import attempts
+from multigpu_operator.policy.avoidance import avoided_after
 from multigpu_operator.policy.conditions import cleared, condition
 from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.failures import (
-    SETUP_ERROR,
-    SETUP_ERROR_EXIT_CODE,
-    Failure,
-    failures,
-    lost_pod,
-)
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.failure_rules import Verdict, judge
+from multigpu_operator.policy.failures import Failure, failures, lost_pod
+from multigpu_operator.policy.pods import attempt_of, being_deleted, name_of, replica_index
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
@@ -36,90 +34,125 @@ def failures_and_restarts(seen: Observed, progress: Progress) -> Outcome:
 def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
     """The first failed replica of the attempt (or one that disappeared after the attempt
     had all its pods) ends it: a new attempt, or the job fails."""
-    current = seen.current(progress.attempt)
-    found = failures(current)
+    found = failures(seen.current(progress.attempt), seen.nodes)
     if not found and seen.previous.get("createdAttempt") == progress.attempt:
-        present = {name_of(p) for p in current}
-        found = [
-            lost_pod(name_of(p), i)
-            for i, p in enumerate(seen.desired.pods)
-            if name_of(p) not in present
-        ][:1]
+        found = _lost(seen, progress)[:1]
     if not found:
         return Outcome()
-    failure, policy = found[0], seen.job.spec.run_policy
-    if not may_retry(policy, failure, progress.restarts):
-        return give_up(policy, failure, progress)
+    failure = found[0]
+    verdict = judge(seen.job.spec.run_policy, failure, progress)
+    status = _recorded(seen, progress, verdict, found)
+    if verdict.fails:
+        return Outcome(status=status).then(fail(verdict.fail_reason, verdict.fail_message))
     attempt = progress.attempt + 1
-    msg = f"starting attempt {attempt} of {policy.backoff_limit + 1}: {failure.message()}"
+    if verdict.action is FailureAction.RESTART_JOB:
+        # The most attempts there may be: this one and the retries left in backoffLimit
+        # (restarts not counted, a resume or a requeue may add more).
+        most = attempt + seen.job.spec.run_policy.backoff_limit - verdict.progress.restarts
+        msg = f"starting attempt {attempt} of {most}: {failure.message()}"
+    else:
+        msg = f"starting attempt {attempt} ({verdict.counted_as}): {failure.message()}"
+    if verdict.rule.startswith("spec.runPolicy.failurePolicy"):
+        msg += f"; decided by {verdict.rule}"
+    reason = str(failure.fault) if failure.fault else "PodFailed"
     return Outcome(
-        status=JobStatus(last_failure=failure.as_status(progress.attempt)),
+        status=status,
         changes=(
-            condition(ConditionType.RESTARTING, True, "PodFailed", msg, always_event=True),
+            condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),
             cleared(ConditionType.RUNNING, "Restarting", msg),
         ),
         delete_pods=tuple(name_of(p) for p in seen.older(attempt)),
-        progress=replace(progress, attempt=attempt, restarts=progress.restarts + 1),
+        progress=replace(verdict.progress, attempt=attempt, restarted=progress.restarted + 1),
         stop=Phase.RESTARTING,
     )
 
 
+def _lost(seen: Observed, progress: Progress) -> list[Failure]:
+    """The desired pods of the attempt that are gone or being deleted, with what the
+    pod being deleted still says about why."""
+    present = {name_of(p) for p in seen.current(progress.attempt)}
+    leaving = {
+        name_of(p): p
+        for p in seen.pods
+        if name_of(p) not in present and attempt_of(p) == progress.attempt
+    }
+    return [
+        lost_pod(name_of(p), i, leaving.get(name_of(p)), seen.nodes)
+        for i, p in enumerate(seen.desired.pods)
+        if name_of(p) not in present
+    ]
+
+
+def _recorded(
+    seen: Observed, progress: Progress, verdict: Verdict, found: list[Failure]
+) -> JobStatus:
+    """The status after a decided failure: the counters, the failure and its rule, the
+    attempt it ended, the nodes to avoid."""
+    failure = found[0]
+    previous = JobStatus.read(seen.previous)
+    ending = verdict.fail_reason or (str(failure.fault) if failure.fault else "PodFailed")
+    ended = attempts.ended(previous, progress.attempt, seen.now, ending, verdict.rule, found)
+    avoided = avoided_after(previous.avoided_nodes or [], found if not verdict.fails else [])
+    recorded = JobStatus(
+        last_failure=failure.as_status(progress.attempt, verdict.rule), attempts=ended
+    )
+    if avoided:
+        recorded = recorded.merged(JobStatus(avoided_nodes=avoided))
+    return verdict.counters().merged(recorded)
+
+
 def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
-    """Each failed pod is replaced alone and counted once (status.countedFailures holds
-    the failed pods already counted while they are still seen)."""
-    found = failures(seen.current(progress.attempt))
-    counted = set(seen.previous.get("countedFailures", []))
+    """Each failed pod is replaced alone and judged once (status.countedFailures holds
+    the failed pods already judged while they are still seen); so is a pod Kubernetes
+    is deleting for a fault (its node lost, an eviction), replaced once it is gone."""
+    failed = failures(seen.current(progress.attempt), seen.nodes)
+    found = failed + _disrupted_leaving(seen, progress)
+    judged = set(seen.previous.get("countedFailures", []))
     policy = seen.job.spec.run_policy
-    limit = policy.backoff_limit
+    avoided = list(seen.previous.get("avoidedNodes") or [])
     decided = Outcome()
     for failure in found:
-        if failure.uid in counted or failure.disrupted:
-            continue  # a lost node or an eviction is replaced, not counted
-        if not may_retry(policy, failure, progress.restarts):
-            return decided.then(give_up(policy, failure, progress))
-        progress = replace(progress, restarts=progress.restarts + 1)
-        counted.add(failure.uid)
-        msg = f"replacing {failure.message()} (restart {progress.restarts} of {limit})"
+        if failure.uid and failure.uid in judged:
+            continue
+        verdict = judge(policy, failure, progress)
+        last = JobStatus(last_failure=failure.as_status(progress.attempt, verdict.rule))
+        if verdict.fails:
+            outcome = Outcome(status=last).then(fail(verdict.fail_reason, verdict.fail_message))
+            return decided.then(outcome)
+        progress = verdict.progress
+        judged.add(failure.uid)
+        avoided = avoided_after(avoided, [failure])
+        if verdict.action is FailureAction.IGNORE:
+            decided = decided.then(Outcome(status=last))
+            continue
+        progress = replace(progress, restarted=progress.restarted + 1)
+        msg = f"replacing {failure.message()} ({verdict.counted_as})"
+        reason = str(failure.fault) if failure.fault else "PodFailed"
         decided = decided.then(
             Outcome(
-                status=JobStatus(last_failure=failure.as_status(progress.attempt)),
+                status=last.merged(verdict.counters()),
                 changes=(
-                    condition(ConditionType.RESTARTING, True, "PodFailed", msg, always_event=True),
+                    condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),
                 ),
                 progress=progress,
             )
         )
     if not found:
         return decided
-    return decided.then(
-        Outcome(
-            status=JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in counted)),
-            delete_pods=tuple(f.pod for f in found),
-        )
-    )
+    status = JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in judged))
+    if avoided:
+        status = status.merged(JobStatus(avoided_nodes=avoided))
+    return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in failed)))
 
 
-def may_retry(policy: RunPolicy, failure: Failure, restarts: int) -> bool:
-    if failure.setup_error and SETUP_ERROR_EXIT_CODE not in policy.retryable_exit_codes:
-        return False  # deterministic: the next attempt would hold the GPUs to fail alike
-    return policy.retries(failure.exit_code) and restarts < policy.backoff_limit
-
-
-def give_up(policy: RunPolicy, failure: Failure, progress: Progress) -> Outcome:
-    """The job fails, saying why this failure was not retried."""
-    last = Outcome(status=JobStatus(last_failure=failure.as_status(progress.attempt)))
-    if failure.setup_error:
-        return last.then(fail(SETUP_ERROR, f"{failure.message()} (not retried)"))
-    if policy.retries(failure.exit_code):
-        return last.then(
-            fail(
-                "BackoffLimitExceeded",
-                f"{progress.restarts} restarts used up runPolicy.backoffLimit "
-                f"({policy.backoff_limit}); last failure: {failure.message()}",
-            )
-        )
-    if policy.restart_policy is RestartPolicy.EXIT_CODE:
-        return last.then(
-            fail("NonRetryableExitCode", f"{failure.message()} (not retried under ExitCode)")
-        )
-    return last.then(fail("PodFailed", failure.message()))
+def _disrupted_leaving(seen: Observed, progress: Progress) -> list[Failure]:
+    """Members being deleted by Kubernetes for a fault (DisruptionTarget): the taint
+    manager's eviction from a lost node, PodGC, a preemption, a drain."""
+    found = []
+    for pod in seen.pods:
+        if not being_deleted(pod) or attempt_of(pod) > progress.attempt:
+            continue
+        failure = lost_pod(name_of(pod), replica_index(pod), pod, seen.nodes)
+        if failure.fault and "DisruptionTarget" in failure.conditions:
+            found.append(replace(failure, uid=str(pod["metadata"].get("uid", ""))))
+    return found

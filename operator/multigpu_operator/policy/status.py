@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.status import TERMINAL, ConditionType, JobStatus, Phase
+from multigpu_operator.api.status import TERMINAL, Attempt, ConditionType, JobStatus, Phase
+from multigpu_operator.policy.attempts import brought_up_to_date
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
 from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
 from multigpu_operator.policy.gang import NO_NODE_FITS
@@ -70,12 +71,17 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
                 f"created {len(seen.desired.pods)} pods and the headless Service "
                 f"(attempt {progress.attempt})"
             )
+            if seen.avoidance:
+                msg += f"; {seen.avoidance}"
             changes.append(condition(ConditionType.CREATED, True, "PodsCreated", msg))
     conditions = Conditions(seen.previous, job.generation, rfc3339(seen.now))
     conditions.apply(changes)
     reason = phase_reason(phase, conditions.as_list())
     if reason:
         status = status.merged(JobStatus(reason=reason))
+    if not (phase in TERMINAL and seen.previous_phase in TERMINAL):  # history stays put
+        records = _attempts(seen, progress, status, phase)
+        status = status.merged(JobStatus(attempts=records)) if records else status
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
     passed = JobStatus(
@@ -98,8 +104,20 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
         delete_pods=tuple(dict.fromkeys(decided.delete_pods)),
         delete_job=decided.delete_job,
         requeue_after=min(decided.wake_after) if decided.wake_after else None,
-        restarts=progress.restarts - int(seen.previous.get("restarts", 0)),
+        restarts=progress.restarted,
     )
+
+
+def _attempts(seen: Observed, progress: Progress, status: JobStatus, phase: Phase) -> list[Attempt]:
+    """status.attempts with the current attempt open, or closed once the job finished
+    or was suspended; an attempt left without a failure (a resume, a requeue) ends for
+    what the job was in before."""
+    finished = phase in TERMINAL
+    ended = finished or phase is Phase.SUSPENDED
+    before = str(seen.previous.get("reason") or seen.previous.get("phase") or "")
+    reason = (status.reason or str(phase)) if ended else before
+    runs = finished or phase is not Phase.SUSPENDED
+    return brought_up_to_date(status, progress.attempt, seen.now, reason, ended=ended, runs=runs)
 
 
 def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:

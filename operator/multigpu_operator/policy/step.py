@@ -40,6 +40,10 @@ class Observed:
     admission: Admission | None = None
     # Why the pods cannot run where Kueue admitted them ("" when they can).
     unplaceable: str = ""
+    # The nodes new pods are kept off, and a line saying which or why none
+    # (policy/avoidance.py; "" when no node is to be avoided).
+    avoided: tuple[str, ...] = ()
+    avoidance: str = ""
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)
@@ -80,8 +84,14 @@ class Progress:
     """The counters that steps move and later steps read."""
 
     attempt: int
-    restarts: int
+    restarts: int  # counted against runPolicy.backoffLimit
     start: datetime  # when runPolicy.activeDeadlineSeconds started counting
+    # Restarts after infrastructure faults (runPolicy.infrastructureRetries).
+    infrastructure_restarts: int = 0
+    # (index, restarts) of each failure-policy rule with maxRestarts that fired.
+    rule_restarts: tuple[tuple[int, int], ...] = ()
+    # Restarts decided in this pass, counted or not (Decision.restarts, the metric).
+    restarted: int = 0
 
     @classmethod
     def from_status(cls, previous: Mapping[str, Any], now: datetime) -> Progress:
@@ -89,6 +99,10 @@ class Progress:
             attempt=int(previous.get("attempt", 1)),
             restarts=int(previous.get("restarts", 0)),
             start=parse_time(previous.get("startTime")) or now,
+            infrastructure_restarts=int(previous.get("infrastructureRestarts", 0)),
+            rule_restarts=tuple(
+                (int(r["index"]), int(r["restarts"])) for r in previous.get("ruleRestarts") or []
+            ),
         )
 
 
@@ -153,7 +167,7 @@ class Decision:
     delete_pods: tuple[str, ...] = ()
     delete_job: bool = False
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
-    restarts: int = 0  # restarts decided in this pass
+    restarts: int = 0  # restarts decided in this pass, counted against a budget or not
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
     # The status may wait for the pods (policy/status.py first_write_waits).
     status_waits: bool = False
