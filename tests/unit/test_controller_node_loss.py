@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from multigpu_operator.cluster.kinds import NODES
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 from support.policy import gpu_node
@@ -18,14 +19,14 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
 async def test_a_lost_node_restarts_the_job_uncounted_and_its_pods_avoid_it() -> None:
     cluster = FakeCluster()
     for name in ("gpu-node-0", "gpu-node-1", "gpu-node-2"):
-        cluster.add_node(gpu_node(name))
+        cluster.put(NODES, gpu_node(name))
     async with running_controller(cluster):
         cluster.add_job("train", ddp_spec(gpusPerReplica=8, runPolicy={"backoffLimit": 0}))
         await asyncio.sleep(1)
         for name in ("train-0", "train-1"):
             cluster.set_phase(name, "Running")  # both on gpu-node-0 here
         await asyncio.sleep(1)
-        cluster.remove_node("gpu-node-0")
+        cluster.remove(NODES, "gpu-node-0")
         cluster.set_phase("train-0", "Failed")  # PodGC ends the pods of a removed node
         await asyncio.sleep(5)
     status = cluster.status("train")
