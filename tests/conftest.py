@@ -7,6 +7,8 @@
   cluster goes to one worker, one after another as without xdist (they share one control
   plane, its GPUs and its real node), while the other worker runs the unit and training
   tests, which need no cluster: the cluster tests mostly wait, the others mostly compute.
+  The modules that start a control plane of their own and never touch the shared one
+  (INDEPENDENT) run on that other worker too, after the unit and training tests.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ LATE_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
 LAST = "kueue"
 # Node ids are relative to the repository root.
 CLUSTER_SCOPE = "tests/integration/"
+# Modules whose every test runs on a control plane of the module's own (no real node, no
+# shared cluster, no Kueue of the shared one): they may run beside the shared cluster's
+# tests. A module that is not listed runs in the shared scope, one test at a time.
+INDEPENDENT = (
+    "tests/integration/test_chart_rbac_clusterwide.py",
+    "tests/integration/test_operator_outage.py",
+)
 
 
 def late_tools(item: pytest.Item) -> set[str]:
@@ -40,7 +49,16 @@ def xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not xdist_worker(config)
 
 
+def independent(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0] in INDEPENDENT
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The independent modules last: under xdist the free worker reaches them once the
+    # unit and training tests are done, not while the shared cluster starts.
+    items[:] = [i for i in items if not independent(i.nodeid)] + [
+        i for i in items if independent(i.nodeid)
+    ]
     last = [item for item in items if LAST in late_tools(item)]
     if last:
         ids = {id(item) for item in last}
@@ -49,15 +67,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's scope scheduling with every cluster test in one scope: one worker runs them
-    in collection order, the others take the rest test by test. (xdist's own loadgroup
-    marks do not group under pytest 9, whose node ids it can no longer rewrite.)"""
+    """xdist's scope scheduling with every shared-cluster test in one scope: one worker
+    runs them in collection order, the others take the rest test by test, and each
+    independent module as a scope of its own. Scopes go out in collection order, not
+    largest first, so the independent modules come last. (xdist's own loadgroup marks do
+    not group under pytest 9, whose node ids it can no longer rewrite.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ClusterTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if independent(nodeid):
+                return nodeid.split("::", 1)[0]
             return CLUSTER_SCOPE if nodeid.startswith(CLUSTER_SCOPE) else nodeid
 
+    config.option.loadscopereorder = False
     return ClusterTestsTogether(config, log)
 
 
