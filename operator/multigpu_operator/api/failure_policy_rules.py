@@ -61,9 +61,11 @@ FAILURE_POLICY_RULES: tuple[Rule, ...] = (
         field_path=_FIELD,
     ),
     Rule(
-        # Filtered first: names are optional, and CEL may not read a missing one.
-        cel=_NO_POLICY + f"{_RULES}.filter(r, has(r.name)).all(r, {_RULES}.filter(x, has(x.name))"
-        ".exists_one(x, x.name == r.name))",
+        # No filter(): the API server's cost estimate charges a filtered list of these
+        # objects at their largest size, past the CRD's budget. Names are optional, and
+        # CEL may not read a missing one.
+        cel=_NO_POLICY + f"{_RULES}.all(r, !has(r.name) || "
+        f"{_RULES}.exists_one(x, has(x.name) && x.name == r.name))",
         message=MSG_FAILURE_RULE_NAMES,
         field_path=_FIELD,
     ),
