@@ -63,9 +63,10 @@ FAILURE_POLICY_RULES: tuple[Rule, ...] = (
     Rule(
         # No filter(): the API server's cost estimate charges a filtered list of these
         # objects at their largest size, past the CRD's budget. Names are optional, and
-        # CEL may not read a missing one.
-        cel=_NO_POLICY + f"{_RULES}.all(r, !has(r.name) || "
-        f"{_RULES}.exists_one(x, has(x.name) && x.name == r.name))",
+        # CEL may not read a missing one: conditionals, which evaluate one branch only
+        # (cel-python, used offline, evaluates both sides of || and &&).
+        cel=_NO_POLICY + f"{_RULES}.all(r, has(r.name) ? "
+        f"{_RULES}.exists_one(x, has(x.name) ? x.name == r.name : false) : true)",
         message=MSG_FAILURE_RULE_NAMES,
         field_path=_FIELD,
     ),
