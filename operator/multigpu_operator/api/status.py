@@ -278,4 +278,9 @@ class JobStatus(StatusModel):
 
     def merged(self, later: JobStatus) -> JobStatus:
         """This status with the fields `later` sets replaced."""
+        # Most steps set nothing: no copy then (a pass merges a dozen outcomes).
+        if not later.model_fields_set:
+            return self
+        if not self.model_fields_set:
+            return later
         return self.model_copy(update={f: getattr(later, f) for f in later.model_fields_set})
