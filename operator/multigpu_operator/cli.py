@@ -4,6 +4,7 @@ mgj render FILE|DIR [-n NAMESPACE]          print the objects the operator would
 mgj render FILE|DIR --server [-n NS]        the same, the jobs checked by the cluster's API
                                             server (a dry run through the kubeconfig)
 mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
+mgj logs JOB [-n NS] [--attempt N] [-f]     print every rank's log, by replica index
 mgj crd                                     print the MultiGPUJob CRD
 
 FILE is a YAML or JSON file of one or more documents (- reads stdin); a directory stands
@@ -20,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,10 +30,14 @@ from multigpu_operator.api.crd import crd
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.api.validation import validate_object, with_defaults
+from multigpu_operator.cli_logs import LogsError, add_parser, request_of
 from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.pods import with_attempt
+
+if TYPE_CHECKING:
+    from multigpu_operator.cluster.rest import Credentials
 
 # The API server assigns a job's UID on creation; offline it is shown as this.
 PLACEHOLDER_UID = "uid-assigned-at-creation"
@@ -205,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         help="run a GPU job on CPU: each GPU becomes a CPU process on the gloo backend",
     )
     run_cmd.add_argument("-n", "--namespace", default="default")
+    add_parser(sub)
     sub.add_parser("crd", help="print the MultiGPUJob CustomResourceDefinition")
     args = parser.parse_args(argv)
     source = getattr(args, "file", None)
@@ -225,20 +231,27 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterError as err:
         print(f"error: the API server could not be asked: {err}", file=sys.stderr)
         return 2
+    except LogsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C ends `mgj logs --follow`
+        return 130
+
+
+def _login() -> Credentials | None:
+    """The kubeconfig's current context (a service account's token within a pod)."""
+    # Only here: the offline commands need neither a login nor an HTTP client.
+    import kopf
+
+    return kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
 
 
 def check_on_server(jobs: list[Any], namespace: str) -> list[Checked]:
     """Each job created as a dry run by the API server of the kubeconfig's current
     context: as the server would store it, or the server's own words refusing it."""
-    # Only here: the offline commands need neither a login nor an HTTP client.
-    import kopf
-
     from multigpu_operator.cluster.job_dry_run import dry_run_jobs
 
-    def login() -> kopf.ConnectionInfo | None:
-        return kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
-
-    answers = dry_run_jobs(login, jobs, namespace)
+    answers = dry_run_jobs(_login, jobs, namespace)
     return [a if isinstance(a, dict) else [a] for a in answers]
 
 
@@ -249,6 +262,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "run":
         return run(args.file, args.namespace, local=args.local, cpu=args.cpu)
+    if args.command == "logs":
+        from multigpu_operator.cluster.pod_logs import print_logs
+
+        print_logs(_login, request_of(args), args.follow, sys.stdout)
+        return 0
     manifests = _read_and_note(args.file)
     objects, errors = render(
         manifests.jobs, args.namespace, check_on_server if args.server else check_offline

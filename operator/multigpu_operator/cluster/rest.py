@@ -131,9 +131,10 @@ class Rest:
         return answer
 
     async def lines(
-        self, path: str, params: Mapping[str, str], timeout_s: float
+        self, path: str, params: Mapping[str, str], timeout_s: float | None
     ) -> AsyncIterator[bytes]:
-        """The lines of a streamed answer (a watch), until the server ends it."""
+        """The lines of a streamed answer (a watch, a followed pod log), until the server
+        ends it; with `timeout_s` None, however long that takes."""
         with unreachable():
             async with self._session.get(
                 self._server + path,
