@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.localcluster import LocalCluster
-from cluster.node_manifests import GPU_RESOURCE, gpu_node
+from cluster.node_manifests import GPU_RESOURCE
 from support.waiting import wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -31,8 +30,6 @@ def pod_manifest(
     name: str,
     gpus: int = 0,
     annotations: dict[str, str] | None = None,
-    owner: dict[str, Any] | None = None,
-    node_selector: dict[str, str] | None = None,
     security_context: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "trainer", "image": "busybox:1.36"}
@@ -41,15 +38,11 @@ def pod_manifest(
     if security_context is not None:
         container["securityContext"] = security_context
     metadata: dict[str, Any] = {"name": name, "annotations": annotations or {}}
-    if owner:
-        metadata["ownerReferences"] = [owner]
     spec: dict[str, Any] = {
         "containers": [container],
         "tolerations": [GPU_TOLERATION],
         "restartPolicy": "Never",
     }
-    if node_selector:
-        spec["nodeSelector"] = node_selector
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -176,22 +169,6 @@ def test_failure_injected_into_a_running_pod(core: client.CoreV1Api, namespace: 
     assert status.state.terminated.exit_code == 137
 
 
-def test_deleting_the_owner_garbage_collects_owned_pods(
-    core: client.CoreV1Api, namespace: str
-) -> None:
-    owner = core.create_namespaced_config_map(
-        namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
-    )
-    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
-    for i in range(3):
-        core.create_namespaced_pod(namespace, pod_manifest(f"child-{i}", owner=ref))
-    wait_for(lambda: len(core.list_namespaced_pod(namespace).items) == 3, "3 pods")
-
-    core.delete_namespaced_config_map("owner", namespace)
-
-    wait_for(lambda: not core.list_namespaced_pod(namespace).items, "children garbage-collected")
-
-
 def pod_deletes_not_found(cluster: LocalCluster) -> float:
     """The API server's count of pod DELETE requests answered 404."""
     wanted = {"code": "404", "resource": "pods", "verb": "DELETE"}
@@ -236,8 +213,8 @@ def test_a_deleted_pod_is_removed_once_and_its_replacement_survives(
     # simulated kubelet must not delete the old pod twice by name and hit the new one.
     core.create_namespaced_pod(namespace, pod_manifest("same"))
     wait_for(lambda: pod_phase(core, namespace, "same") == "Running", "pod Running")
-    # The counter is the whole cluster's: the deletes of earlier tests' namespaces and
-    # garbage collection (the test before this one) must have settled first.
+    # The counter is the whole cluster's: the deletes of earlier tests' namespaces must
+    # have settled first.
     not_found_before = quiet_count(lambda: pod_deletes_not_found(local_cluster))
 
     core.delete_namespaced_pod("same", namespace, grace_period_seconds=1)
@@ -307,39 +284,3 @@ def test_service_account_without_a_role_is_forbidden(
     assert denied.value.status == 403
     message = json.loads(denied.value.body)["message"]
     assert f'User "system:serviceaccount:{namespace}:nobody" cannot list resource "pods"' in message
-
-
-def test_deleting_a_node_simulates_node_loss(
-    local_cluster: LocalCluster, core: client.CoreV1Api, namespace: str
-) -> None:
-    """Node loss as our lifecycle tests use it.
-
-    Deleting a Node object leaves its pods bound to a node that no longer exists. The
-    controller-manager's pod garbage collector then marks each such pod Failed with a
-    DisruptionTarget condition (reason DeletionByPodGC) and deletes it, after a
-    quarantine of about 40 s (checked every 20 s). A controller that owns the pod sees
-    the same sequence it would see when a real node dies and is removed.
-    """
-    node_name = f"lost-{uuid.uuid4().hex[:8]}"
-    local_cluster.kubectl("create", "-f", "-", stdin=json.dumps(gpu_node(node_name, 8)))
-    local_cluster.wait_nodes_ready([node_name])
-    core.create_namespaced_pod(
-        namespace,
-        pod_manifest("on-lost-node", gpus=1, node_selector={"kubernetes.io/hostname": node_name}),
-    )
-    wait_for(lambda: pod_phase(core, namespace, "on-lost-node") == "Running", "pod Running")
-
-    core.delete_node(node_name)
-
-    def disrupted() -> str | None:
-        pods = core.list_namespaced_pod(namespace).items
-        if not pods:
-            return "deleted"
-        for cond in pods[0].status.conditions or []:
-            if cond.type == "DisruptionTarget" and cond.reason == "DeletionByPodGC":
-                return f"{pods[0].status.phase}/{cond.reason}"
-        return None
-
-    seen = wait_for(disrupted, "pod GC of the lost node's pod", timeout=150, interval=1)
-    assert seen in {"deleted", "Failed/DeletionByPodGC"}
-    wait_for(lambda: not core.list_namespaced_pod(namespace).items, "pod deleted", timeout=60)

@@ -21,10 +21,11 @@ def fail_with(code: int) -> dict[str, str]:
     return {f"{SIM}/fail-after": "1s", f"{SIM}/exit-code": str(code)}
 
 
+# The cases of one attempt (ExitCode with a code it does not retry, Never) are
+# tests/unit/test_decide_restarts.py's; a real kubelet's exit codes, test_real_pods.py's.
 @pytest.mark.parametrize(
     ("run_policy", "exit_code", "attempts", "reason"),
     [
-        pytest.param({"restartPolicy": "ExitCode"}, 1, 1, "NonRetryableExitCode", id="exitcode-1"),
         pytest.param(
             {"restartPolicy": "ExitCode", "backoffLimit": 1},
             137,
@@ -39,7 +40,6 @@ def fail_with(code: int) -> dict[str, str]:
             "BackoffLimitExceeded",
             id="onfailure-backoff-2",
         ),
-        pytest.param({"restartPolicy": "Never"}, 137, 1, "PodFailed", id="never"),
     ],
 )
 def test_restart_policy_makes_exactly_the_promised_attempts(

@@ -36,6 +36,8 @@ def test_ttl_deletes_a_finished_job_and_its_children(
         runPolicy={"ttlSecondsAfterFinished": 2},
     )
     jobs.apply(manifest)
+    # The Service is created before the pods and deleted by nothing but garbage collection.
+    wait_for(lambda: services(jobs), "the job's Service")
     jobs.wait_phase("brief", "Succeeded")
 
     def gone() -> bool:
@@ -47,6 +49,12 @@ def test_ttl_deletes_a_finished_job_and_its_children(
 
     wait_for(gone, "job deleted after its TTL", timeout=30)
     wait_for(lambda: not jobs.pods("brief"), "pods garbage-collected")
+    wait_for(lambda: not services(jobs), "Service garbage-collected")
+
+
+def services(jobs: JobEnv) -> list[str]:
+    """The names of the Services in the test's namespace."""
+    return [s.metadata.name for s in jobs.core.list_namespaced_service(jobs.namespace).items]
 
 
 @pytest.mark.parametrize(

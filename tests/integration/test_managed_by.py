@@ -1,5 +1,6 @@
-"""spec.managedBy on the real API server and operator: a job another controller runs gets
-nothing from this operator, and the field cannot change once the job exists."""
+"""spec.managedBy on the real API server: the field cannot change once the job exists (a
+CEL rule of the CRD). That a job another controller runs gets nothing from this operator is
+tests/unit/test_controller_kueue.py's."""
 
 from __future__ import annotations
 
@@ -7,22 +8,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from support.jobs import JobEnv, job_manifest
-from support.operator_looks import looked_at
-from support.operator_process import OperatorProcess
-from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
-
-
-def test_a_job_managed_by_another_controller_gets_no_pods_and_no_status(
-    operator: OperatorProcess, jobs: JobEnv
-) -> None:
-    jobs.apply(job_manifest("theirs", managedBy="example.com/other-controller"))
-    jobs.apply(job_manifest("ours"))
-    wait_for(lambda: len(jobs.pods("ours")) == 2, "our job's pods")
-    looked_at(operator, jobs, "theirs")
-    assert jobs.pods("theirs") == []
-    assert jobs.status("theirs") == {}
 
 
 def test_managed_by_is_immutable(jobs: JobEnv) -> None:

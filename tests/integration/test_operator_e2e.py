@@ -94,21 +94,6 @@ def test_example_runs_to_success_with_planned_pods_service_and_env(
         assert status["worldSize"] == desired.world_size
 
 
-def test_deleting_a_job_removes_its_pods_and_service(
-    operator: OperatorProcess,
-    installed_crd: LocalCluster,
-    core: client.CoreV1Api,
-    namespace: str,
-) -> None:
-    apply(installed_crd, namespace, job_manifest("doomed", replicas=3, gpus=1))
-    wait_for(lambda: len(job_pods(core, namespace, "doomed")) == 3, "3 pods")
-
-    installed_crd.kubectl("delete", "-n", namespace, "mgj/doomed", "--wait=false")
-
-    wait_for(lambda: not job_pods(core, namespace, "doomed"), "pods garbage-collected")
-    wait_for(lambda: not core.list_namespaced_service(namespace).items, "service collected")
-
-
 def test_operator_killed_while_creating_pods_leaves_no_duplicate_or_missing_pod(
     operator: OperatorProcess,
     installed_crd: LocalCluster,

@@ -1,6 +1,8 @@
 """Jobs that cannot start, on the real control plane: containers the kubelet cannot start
-(spec.startPolicy), a sidecar that crash-loops in a running pod, pods no node can ever
-fit, an OOM-killed rank and an eviction.
+(spec.startPolicy), pods no node can ever fit, and an eviction. A crash-looping sidecar,
+an OOM-killed rank and the other reasons a container cannot start are
+tests/unit/test_decide_start.py's and test_policy_containers.py's (a real kubelet's OOM
+kill, test_real_pods.py's).
 
 kwok runs no containers, so the kubelet's words are written the way a kubelet writes
 them: through the pods' status subresource. Pods annotated with kwok's
@@ -23,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.node_manifests import gpu_node
 from support.events import list_events
-from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
+from support.jobs import RUN_LONG, JobEnv, condition, job_manifest
 from support.operator_looks import looked_at
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
@@ -66,12 +68,11 @@ def containers_created(jobs: JobEnv, name: str, n: int) -> list[Any]:
     return wait_for(probe, f"{n} pods of {name} created on nodes")
 
 
-def set_waiting(jobs: JobEnv, pod: str, reason: str, message: str, *, init: bool = False) -> None:
+def set_waiting(jobs: JobEnv, pod: str, reason: str, message: str) -> None:
     """What the kubelet writes while a container cannot start."""
-    key = "initContainerStatuses" if init else "containerStatuses"
-    container = "log" if init else "trainer"
     state = {"waiting": {"reason": reason, "message": message}}
-    status = {key: [{"name": container, "image": "trainer:test", "ready": False, "state": state}]}
+    trainer = {"name": "trainer", "image": "trainer:test", "ready": False, "state": state}
+    status = {"containerStatuses": [trainer]}
     jobs.core.patch_namespaced_pod_status(pod, jobs.namespace, {"status": status})
 
 
@@ -87,7 +88,6 @@ def nothing_left_running(jobs: JobEnv, name: str) -> None:
 
 PULL = 'Back-off pulling image "trainer:test": not found'
 INVALID = 'Failed to apply default image tag "Trainer:Test": invalid reference format'
-CONFIG = "couldn't find key epochs in ConfigMap train/settings"
 
 
 @pytest.mark.parametrize(
@@ -102,13 +102,6 @@ CONFIG = "couldn't find key epochs in ConfigMap train/settings"
         ),
         pytest.param(
             "InvalidImageName", INVALID, 300, "no retry can fix this", id="invalid-image-at-once"
-        ),
-        pytest.param(
-            "CreateContainerConfigError",
-            CONFIG,
-            3,
-            "still failing after startPolicy.timeoutSeconds (3s)",
-            id="missing-config-map-key-after-the-timeout",
         ),
     ],
 )
@@ -130,8 +123,7 @@ def test_a_container_that_cannot_start_fails_the_job_and_frees_its_pods(
     assert failed["message"].startswith(f"pod stuck-1 (replica 1) container trainer: {reason}")
     assert kubelet in failed["message"]
     assert said in failed["message"]
-    if reason != "CreateContainerConfigError":
-        assert 'image "trainer:test"' in failed["message"]
+    assert 'image "trainer:test"' in failed["message"]
     assert kubelet in wait_for(lambda: warnings(jobs, "stuck").get(reason), "the Warning event")
     assert printed_reason(jobs, "stuck") == reason
     assert metric(operator, "mgj_jobs_failed_total", namespace=jobs.namespace) == 1
@@ -197,40 +189,6 @@ def test_with_on_timeout_wait_the_job_waits_and_runs_once_the_image_is_there(
     assert "cannotStartSince" not in status
 
 
-def test_a_crash_looping_sidecar_is_not_running_and_the_job_says_so(
-    operator: OperatorProcess, jobs: JobEnv
-) -> None:
-    manifest = job_manifest("sidecar", annotations=RUN_LONG)
-    sidecar = {"name": "log", "image": "log:test", "restartPolicy": "Always"}
-    manifest["spec"]["template"]["spec"]["initContainers"] = [sidecar]
-    jobs.apply(manifest)
-    jobs.wait_phase("sidecar", "Running", timeout=30)
-
-    set_waiting(jobs, "sidecar-1", "CrashLoopBackOff", "back-off 40s restarting", init=True)
-    status = jobs.wait_phase("sidecar", "Pending", timeout=30)
-    running = condition(status, "Running")
-    assert (running["status"], running["reason"], status["reason"]) == (
-        "False",
-        "CrashLoopBackOff",
-        "CrashLoopBackOff",
-    )
-    assert running["message"] == (
-        "pod sidecar-1 (replica 1) init container log: CrashLoopBackOff: back-off 40s "
-        "restarting; the kubelet keeps restarting it"
-    )
-    assert status["pods"]["running"] == 1
-    assert wait_for(lambda: warnings(jobs, "sidecar").get("CrashLoopBackOff"), "the event")
-    assert metric(operator, "mgj_job_info", job="sidecar", phase="Pending") == 1
-
-    # The sidecar runs again.
-    restarted = {"name": "log", "image": "log:test", "ready": True, "state": {"running": {}}}
-    jobs.core.patch_namespaced_pod_status(
-        "sidecar-1", jobs.namespace, {"status": {"initContainerStatuses": [restarted]}}
-    )
-    status = jobs.wait_phase("sidecar", "Running", timeout=30)
-    assert condition(status, "Running")["message"] == "2 pods running"
-
-
 def test_a_job_no_node_can_ever_fit_says_so_at_once_then_fails_instead_of_requeueing(
     operator: OperatorProcess, jobs: JobEnv
 ) -> None:
@@ -294,26 +252,6 @@ def test_a_new_node_is_seen_and_its_taint_decides_whether_a_job_fits(
         assert condition(status, "Scheduled") == {}  # never waited
     finally:
         jobs.cluster.kubectl("delete", "node", node["metadata"]["name"], "--wait=false")
-
-
-def test_an_oom_killed_rank_says_to_raise_the_memory_limit(
-    operator: OperatorProcess, jobs: JobEnv
-) -> None:
-    oom = {f"{SIM}/fail-after": "1s", f"{SIM}/exit-code": "137", f"{SIM}/reason": "OOMKilled"}
-    jobs.apply(job_manifest("hungry", annotations=oom, runPolicy={"backoffLimit": 0}))
-    status = jobs.wait_phase("hungry", "Failed", timeout=60)
-    failed = condition(status, "Failed")
-    assert (failed["reason"], status["reason"]) == ("BackoffLimitExceeded", "BackoffLimitExceeded")
-    assert (
-        "failed with exit code 137: OOMKilled: container trainer used more memory"
-        in (failed["message"])
-    )
-    assert "raise its resources.limits.memory" in failed["message"]
-    assert status["lastFailure"]["reason"] == "OOMKilled"
-    note = wait_for(lambda: warnings(jobs, "hungry").get("BackoffLimitExceeded"), "the event")
-    assert "resources.limits.memory" in note
-    assert metric(operator, "mgj_jobs_failed_total", namespace=jobs.namespace) == 1
-    nothing_left_running(jobs, "hungry")
 
 
 def test_an_evicted_pod_is_retried_with_the_kubelets_message(
