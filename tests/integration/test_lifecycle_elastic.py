@@ -1,5 +1,6 @@
 """Elastic jobs on the real control plane: the scale subresource, and node loss (the
-controller-manager's pod garbage collector ends the pods of a deleted Node)."""
+controller-manager's pod garbage collector ends the pods of a deleted Node; the job keeps
+its replacement off that node for the rest of its life, through the real scheduler)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,12 @@ def test_scale_2_to_4_to_1_through_the_scale_subresource(
     assert "spec.replicas" in refused.value.stderr
 
 
-def test_a_lost_node_shrinks_the_job_and_a_returning_node_refills_it(
+def test_a_lost_node_shrinks_the_job_is_avoided_when_back_and_a_new_node_refills_it(
     operator: OperatorProcess, jobs: JobEnv
 ) -> None:
     # Two nodes of this test's own, so other tests' pods cannot take the capacity.
     pool = f"pool-{uuid.uuid4().hex[:6]}"
-    nodes = [f"{pool}-a", f"{pool}-b"]
+    nodes = [f"{pool}-a", f"{pool}-b", f"{pool}-c"]
 
     def add_node(name: str) -> None:
         node = gpu_node(name, 8)
@@ -58,7 +59,7 @@ def test_a_lost_node_shrinks_the_job_and_a_returning_node_refills_it(
         jobs.cluster.kubectl("create", "-f", "-", stdin=json.dumps(node))
         jobs.cluster.wait_nodes_ready([name])
 
-    for name in nodes:
+    for name in nodes[:2]:
         add_node(name)
     try:
         limits = {"minReplicas": 1, "maxReplicas": 2}
@@ -87,9 +88,17 @@ def test_a_lost_node_shrinks_the_job_and_a_returning_node_refills_it(
             "the lost pod deleted, el-1 re-created and pending",
         )
 
+        # Not counted against backoffLimit, and the lost node is kept off: it comes back
+        # Ready with room for el-1, yet el-1 waits for a node it has not lost.
+        status = jobs.status("el")
+        assert status["infrastructureRestarts"] == 1
+        assert status["avoidedNodes"] == [lost]
         add_node(lost)
+        add_node(nodes[2])
         status = wait_for(partial(settled, jobs, 2), "refilled", timeout=60)
         assert (status["phase"], status["worldSize"]) == ("Running", 16)
+        placed = {p.metadata.name: p.spec.node_name for p in jobs.pods("el")}
+        assert placed["el-1"] == nodes[2], placed
     finally:
         for name in nodes:
             jobs.cluster.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
