@@ -106,11 +106,16 @@ class Progress:
         )
 
 
+# The status of an outcome that sets none, shared: a pass makes a dozen outcomes, and a
+# JobStatus is validated when built. Statuses are never changed in place (merged copies).
+NO_STATUS = JobStatus()
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one step decided; every field is optional."""
 
-    status: JobStatus = field(default_factory=JobStatus)  # the status fields to set
+    status: JobStatus = field(default_factory=lambda: NO_STATUS)  # the status fields to set
     # Condition changes and events, in the order decided.
     changes: tuple[ConditionChange | Event, ...] = ()
     delete_pods: tuple[str, ...] = ()
@@ -128,7 +133,7 @@ class Outcome:
 def merged(outcomes: Sequence[Outcome]) -> Outcome:
     """Outcomes in the order they were decided, as one: later status fields, counters and
     stop win; everything else is kept in order."""
-    status = JobStatus()
+    status = NO_STATUS
     changes: list[ConditionChange | Event] = []
     delete_pods: list[str] = []
     create_pods: list[dict[str, Any]] = []
