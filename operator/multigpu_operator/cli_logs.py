@@ -34,6 +34,7 @@ class LogRequest:
     container: str | None = None  # None: the training container
     tail: int | None = None  # lines from the end of each log; None: all
     timestamps: bool = False
+    replica: int | None = None  # None: every replica
 
 
 def add_parser(sub: Any) -> None:
@@ -41,7 +42,9 @@ def add_parser(sub: Any) -> None:
     cmd = sub.add_parser("logs", help="print the log of every rank of a job, by replica index")
     cmd.add_argument("job", help="the MultiGPUJob's name")
     cmd.add_argument("-n", "--namespace", default="default")
+    cmd.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     cmd.add_argument("--attempt", type=int, help="the pods of this attempt (default: the latest)")
+    cmd.add_argument("--replica", type=int, help="only the pod of this replica index")
     cmd.add_argument(
         "-f",
         "--follow",
@@ -55,7 +58,13 @@ def add_parser(sub: Any) -> None:
 
 def request_of(args: argparse.Namespace) -> LogRequest:
     return LogRequest(
-        args.job, args.namespace, args.attempt, args.container, args.tail, args.timestamps
+        args.job,
+        args.namespace,
+        args.attempt,
+        args.container,
+        args.tail,
+        args.timestamps,
+        args.replica,
     )
 
 
@@ -100,6 +109,10 @@ def pods_of_attempt(request: LogRequest, pods: Sequence[Pod]) -> list[Pod]:
     attempts = sorted({attempt_of(pod) for pod in pods})
     wanted = attempts[-1] if request.attempt is None else request.attempt
     chosen = [pod for pod in pods if attempt_of(pod) == wanted]
+    if chosen and request.replica is not None:
+        chosen = [pod for pod in chosen if replica_index(pod) == request.replica]
+        if not chosen:
+            raise LogsError(f"{where} has no pod of replica {request.replica} in attempt {wanted}")
     if not chosen:
         found = ", ".join(str(a) for a in attempts)
         raise LogsError(f"{where} has no pods of attempt {wanted}; it has pods of attempt {found}")
@@ -109,6 +122,8 @@ def pods_of_attempt(request: LogRequest, pods: Sequence[Pod]) -> list[Pod]:
 def followed(request: LogRequest, pods: Iterable[Pod], first_attempt: int) -> list[Pod]:
     """The pods to follow: those of the attempt asked for, else of the first attempt
     followed and every later one (a retry's new pods)."""
+    if request.replica is not None:
+        pods = [p for p in pods if replica_index(p) == request.replica]
     if request.attempt is not None:
         return by_replica_index(p for p in pods if attempt_of(p) == request.attempt)
     return by_replica_index(p for p in pods if attempt_of(p) >= first_attempt)

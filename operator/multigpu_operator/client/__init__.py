@@ -1,0 +1,40 @@
+"""A small typed client of MultiGPUJobs for notebooks and scripts, and what `mgj`'s
+job commands use: create, get, list, wait, logs, delete.
+
+    from multigpu_operator.client import Client
+    jobs = Client(namespace="team")
+    name = jobs.create("examples/cpu-ddp.yaml")
+    status = jobs.wait(name, timeout=600)
+
+Through the operator's own HTTP client (cluster/rest.py) on the kubeconfig's current
+context, whose namespace is the default one. `AsyncClient` is the same in async form;
+`Client` runs each call in an event loop of its own, as `mgj render --server` does.
+"""
+
+from multigpu_operator.client.aio import AsyncClient
+from multigpu_operator.client.blocking import Client
+from multigpu_operator.client.views import (
+    ClientError,
+    InvalidJob,
+    JobEnded,
+    JobNotFound,
+    JobView,
+    PodView,
+    WaitTimeout,
+    kubeconfig_login,
+    manifest_of,
+)
+
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ClientError",
+    "InvalidJob",
+    "JobEnded",
+    "JobNotFound",
+    "JobView",
+    "PodView",
+    "WaitTimeout",
+    "kubeconfig_login",
+    "manifest_of",
+]

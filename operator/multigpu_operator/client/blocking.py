@@ -1,0 +1,98 @@
+"""Client: AsyncClient's calls each in an event loop of its own, as `mgj render
+--server` does; logs from an event loop run step by step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from multigpu_operator.api.status import JobStatus, Phase
+from multigpu_operator.client.aio import AsyncClient
+from multigpu_operator.client.views import Events, JobView, Manifest, kubeconfig_login
+from multigpu_operator.cluster.rest import Login
+
+
+class Client:
+    """The blocking form of AsyncClient: each call in an event loop of its own."""
+
+    def __init__(
+        self,
+        namespace: str | None = None,
+        kubeconfig: str | None = None,
+        login: Login | None = None,
+    ) -> None:
+        self._login = login or kubeconfig_login(kubeconfig)
+        self._namespace = namespace
+
+    def _run(self, call: Callable[[AsyncClient], Any]) -> Any:
+        async def with_client() -> Any:
+            async with AsyncClient(self._namespace, login=self._login) as client:
+                return await call(client)
+
+        return asyncio.run(with_client())
+
+    @property
+    def namespace(self) -> str:
+        return str(self._run(_namespace_of))
+
+    def create(self, job: Manifest) -> str:
+        return str(self._run(lambda c: c.create(job)))
+
+    def get(self, name: str) -> JobView:
+        view: JobView = self._run(lambda c: c.get(name))
+        return view
+
+    def list(self) -> list[JobView]:
+        views: list[JobView] = self._run(lambda c: c.list())
+        return views
+
+    def wait(
+        self,
+        name: str,
+        for_: Phase = Phase.SUCCEEDED,
+        timeout: float | None = None,
+        on_status: Callable[[JobStatus], None] | None = None,
+        poll_s: float | None = None,
+    ) -> JobStatus:
+        status: JobStatus = self._run(lambda c: c.wait(name, for_, timeout, on_status, poll_s))
+        return status
+
+    def logs(
+        self,
+        name: str,
+        follow: bool = False,
+        attempt: int | None = None,
+        replica: int | None = None,
+    ) -> Iterator[str]:
+        """The lines as they come, from an event loop run step by step."""
+        loop = asyncio.new_event_loop()
+        try:
+            client = loop.run_until_complete(_opened(self._namespace, self._login))
+            lines = client.logs(name, follow, attempt, replica)
+            try:
+                while True:
+                    try:
+                        yield loop.run_until_complete(anext(lines))
+                    except StopAsyncIteration:
+                        return
+            finally:
+                loop.run_until_complete(lines.aclose())
+                loop.run_until_complete(client.close())
+        finally:
+            loop.close()
+
+    def events(self, name: str) -> Events:
+        events: Events = self._run(lambda c: c.events(name))
+        return events
+
+    def delete(self, name: str) -> None:
+        self._run(lambda c: c.delete(name))
+
+
+async def _opened(namespace: str | None, login: Login) -> AsyncClient:
+    return AsyncClient(namespace, login=login)
+
+
+async def _namespace_of(client: AsyncClient) -> str:
+    return client.namespace
