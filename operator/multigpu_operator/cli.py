@@ -6,6 +6,9 @@ mgj render FILE|DIR --server [-n NS]        the same, the jobs checked by the cl
 mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
 mgj logs JOB [-n NS] [--attempt N] [-f]     print every rank's log, by replica index
 mgj crd                                     print the MultiGPUJob CRD
+mgj submit|get|wait|delete|describe ...     jobs on the cluster (cli_jobs.py)
+
+Installed as `kubectl-mgj` too, so that `kubectl mgj get` is the same command.
 
 FILE is a YAML or JSON file of one or more documents (- reads stdin); a directory stands
 for its .yaml, .yml and .json files in name order, as `kubectl apply -f DIR` reads it.
@@ -21,11 +24,11 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-from multigpu_operator import __version__
+from multigpu_operator import __version__, cli_jobs
 from multigpu_operator.api.crd import crd
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
@@ -35,9 +38,6 @@ from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy.pods import with_attempt
-
-if TYPE_CHECKING:
-    from multigpu_operator.cluster.rest import Credentials
 
 # The API server assigns a job's UID on creation; offline it is shown as this.
 PLACEHOLDER_UID = "uid-assigned-at-creation"
@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_cmd.add_argument("-n", "--namespace", default="default")
     add_parser(sub)
+    cli_jobs.add_parsers(sub)
     sub.add_parser("crd", help="print the MultiGPUJob CustomResourceDefinition")
     args = parser.parse_args(argv)
     source = getattr(args, "file", None)
@@ -234,24 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     except LogsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+
     except KeyboardInterrupt:  # Ctrl-C ends `mgj logs --follow`
         return 130
-
-
-def _login() -> Credentials | None:
-    """The kubeconfig's current context (a service account's token within a pod)."""
-    # Only here: the offline commands need neither a login nor an HTTP client.
-    import kopf
-
-    return kopf.login_with_kubeconfig(settings=kopf.OperatorSettings())
 
 
 def check_on_server(jobs: list[Any], namespace: str) -> list[Checked]:
     """Each job created as a dry run by the API server of the kubeconfig's current
     context: as the server would store it, or the server's own words refusing it."""
+    from multigpu_operator.client import kubeconfig_login
     from multigpu_operator.cluster.job_dry_run import dry_run_jobs
 
-    answers = dry_run_jobs(_login, jobs, namespace)
+    answers = dry_run_jobs(kubeconfig_login(), jobs, namespace)
     return [a if isinstance(a, dict) else [a] for a in answers]
 
 
@@ -262,10 +257,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "run":
         return run(args.file, args.namespace, local=args.local, cpu=args.cpu)
+    if args.command in cli_jobs.COMMANDS:
+        return cli_jobs.run(args)
     if args.command == "logs":
+        from multigpu_operator.client import kubeconfig_login
         from multigpu_operator.cluster.pod_logs import print_logs
 
-        print_logs(_login, request_of(args), args.follow, sys.stdout)
+        print_logs(kubeconfig_login(args.kubeconfig), request_of(args), args.follow, sys.stdout)
         return 0
     manifests = _read_and_note(args.file)
     objects, errors = render(

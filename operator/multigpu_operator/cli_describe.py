@@ -1,0 +1,57 @@
+"""`mgj describe JOB`: one screen on a job: its phase and why it waits (the conditions'
+reasons and messages), the last failure, its attempts and its Events."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from multigpu_operator.api.status import JobStatus
+
+if TYPE_CHECKING:
+    from multigpu_operator.client import Client, JobView
+
+# Events beyond these, the oldest, are left out: one screen.
+MAX_EVENTS = 10
+
+
+def describe(client: Client, name: str) -> str:
+    from multigpu_operator.cli_jobs import show_job
+
+    view = client.get(name)
+    return show_job(view) + details(view, client.events(name))
+
+
+def details(view: JobView, events: list[dict[str, Any]]) -> str:
+    status = view.status
+    lines = ["Conditions:"] + (conditions(status) or ["  none"])
+    failure = status.last_failure
+    if failure:
+        where = f" on {failure.node}" if failure.node else ""
+        code = f", exit code {failure.exit_code}" if failure.exit_code is not None else ""
+        lines.append(
+            f"Last failure: attempt {failure.attempt or '?'}, pod {failure.pod or '?'}"
+            f" (replica {failure.replica_index}){where}: {failure.reason or 'unknown'}{code}"
+        )
+    for attempt in status.attempts or []:
+        ended = f"ended: {attempt.reason or 'unknown'}" if attempt.end_time else "running"
+        lines.append(f"Attempt {attempt.attempt}: {ended}")
+    lines.append("Events:" if events else "Events:    none")
+    lines += [f"  {event_line(e)}" for e in events[-MAX_EVENTS:]]
+    return "\n".join(lines) + "\n"
+
+
+def conditions(status: JobStatus) -> list[str]:
+    out = []
+    for c in status.conditions or []:
+        why = f" {c.reason}" if c.reason else ""
+        said = f": {c.message}" if c.message else ""
+        out.append(f"  {c.type}={c.status}{why}{said}")
+    return out
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    count = int(event.get("count") or 1)
+    times = f" (x{count})" if count > 1 else ""
+    kind = event.get("type") or "Normal"
+    return f"{kind:<8}{event.get('reason') or '-':<20}{event.get('message') or ''}{times}"
