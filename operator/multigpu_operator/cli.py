@@ -4,7 +4,7 @@ mgj render FILE|DIR [-n NAMESPACE]          print the objects the operator would
 mgj render FILE|DIR --server [-n NS]        the same, the jobs checked by the cluster's API
                                             server (a dry run through the kubeconfig)
 mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
-mgj logs JOB [-n NS] [--attempt N] [-f]     print every rank's log, by replica index
+mgj logs JOB [-n NS] [--attempt N] [--replica N] [-f]  every rank's log, by replica index
 mgj crd                                     print the MultiGPUJob CRD
 mgj submit|get|wait|delete|describe ...     jobs on the cluster (cli_jobs.py)
 
@@ -260,10 +260,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in cli_jobs.COMMANDS:
         return cli_jobs.run(args)
     if args.command == "logs":
-        from multigpu_operator.client import kubeconfig_login
+        from multigpu_operator.client import context_namespace, kubeconfig_login
         from multigpu_operator.cluster.pod_logs import print_logs
 
-        print_logs(kubeconfig_login(args.kubeconfig), request_of(args), args.follow, sys.stdout)
+        login = kubeconfig_login(args.kubeconfig)
+        args.namespace = args.namespace or context_namespace(login)
+        print_logs(login, request_of(args), args.follow, sys.stdout)
         return 0
     manifests = _read_and_note(args.file)
     objects, errors = render(

@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> None:
     """The `mgj logs` subcommand on the `mgj` parser's subparsers."""
     cmd = sub.add_parser("logs", help="print the log of every rank of a job, by replica index")
     cmd.add_argument("job", help="the MultiGPUJob's name")
-    cmd.add_argument("-n", "--namespace", default="default")
+    cmd.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")
     cmd.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     cmd.add_argument("--attempt", type=int, help="the pods of this attempt (default: the latest)")
     cmd.add_argument("--replica", type=int, help="only the pod of this replica index")

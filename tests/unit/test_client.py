@@ -5,6 +5,7 @@ file as a user's would be. Against a real API server: tests/integration/."""
 from __future__ import annotations
 
 import asyncio
+import io
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from aiohttp import web
 
-from multigpu_operator import cli
+from multigpu_operator import cli, cli_jobs
 from multigpu_operator.api.status import Phase
 from multigpu_operator.client import (
     AsyncClient,
@@ -312,7 +313,7 @@ def test_mgj_logs_of_one_replica(api: ApiServer, capsys: pytest.CaptureFixture[s
     api.jobs["train"] = {"metadata": {"name": "train"}, "status": {"phase": "Running"}}
     api.pods = [pod(0), pod(1)]
     api.logs = {"train-0": ["zero"], "train-1": ["one"]}
-    assert mgj(capsys, "logs", "train", "-n", "team", "--replica", "1") == (
+    assert mgj(capsys, "logs", "train", "--replica", "1") == (  # the context's namespace
         0,
         "[train-1 r1] one\n",
         "",
@@ -320,3 +321,25 @@ def test_mgj_logs_of_one_replica(api: ApiServer, capsys: pytest.CaptureFixture[s
     code, _, err = mgj(capsys, "logs", "train", "-n", "team", "--replica", "5")
     assert code == 1
     assert "has no pod of replica 5 in attempt 1" in err
+
+
+def test_mgj_submit_reads_stdin(
+    api: ApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(MANIFEST))
+    assert mgj(capsys, "submit", "-") == (0, "train\n", "")
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_mgj_wait_on_a_terminal_rewrites_one_status_line(api: ApiServer) -> None:
+    Client().create(MANIFEST)
+    api.phases = ["Pending", "Running", "Succeeded"]
+    out = Terminal()
+    assert cli_jobs.wait(Client(), "train", Phase.SUCCEEDED, 5, out) == 0
+    shown = out.getvalue()
+    assert shown.count("\r\033[K") == 3
+    assert shown.endswith("\ntrain is Succeeded\n")

@@ -21,6 +21,7 @@ from multigpu_operator.client.views import (
     JobView,
     PodView,
     WaitTimeout,
+    context_namespace,
     kubeconfig_login,
     manifest_of,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "JobView",
     "PodView",
     "WaitTimeout",
+    "context_namespace",
     "kubeconfig_login",
     "manifest_of",
 ]

@@ -96,6 +96,11 @@ def kubeconfig_login(kubeconfig: str | None = None) -> Login:
     return login
 
 
+def context_namespace(login: Login) -> str:
+    """The namespace of the login's context (the kubeconfig's), else `default`."""
+    return getattr(login(), "default_namespace", None) or "default"
+
+
 def _restore(key: str, value: str | None) -> None:
     if value is None:
         os.environ.pop(key, None)
