@@ -21,6 +21,7 @@ from multigpu_operator.policy.conditions import ConditionChange, Event
 from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.pods import attempt_of, being_deleted
 from multigpu_operator.policy.timestamps import parse_time
+from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]
 
@@ -44,6 +45,9 @@ class Observed:
     # (policy/avoidance.py; "" when no node is to be avoided).
     avoided: tuple[str, ...] = ()
     avoidance: str = ""
+    # What the job's processes last reported (controller/progress_board.py); None when
+    # nothing was read yet or the job does not report.
+    training: TrainingReport | None = None
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)
