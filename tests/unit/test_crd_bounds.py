@@ -68,6 +68,11 @@ BOUNDS: list[tuple[str, int, Callable[[int], dict[str, Any]]]] = [
     ),
     ("gang.requeueAfterSeconds", MAX_WAIT_SECONDS, lambda n: spec(gang={"requeueAfterSeconds": n})),
     (
+        "runPolicy.stall.deadlineSeconds",
+        MAX_WAIT_SECONDS,
+        lambda n: spec(runPolicy={"stall": {"deadlineSeconds": n}}),
+    ),
+    (
         "modelParallel.stages",
         MAX_PIPELINE_STAGES,
         lambda n: spec(mode="ModelParallel", modelParallel={"stages": n}),

@@ -87,6 +87,8 @@ def test_names_subresources_and_columns() -> None:
         ".status.phase",
         ".status.reason",
         ".status.restarts",
+        ".status.progress.summary",
+        ".status.progress.eta",
         ".metadata.creationTimestamp",
     ]
 

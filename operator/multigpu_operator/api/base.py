@@ -32,6 +32,19 @@ class ApiModel(BaseModel):
     )
 
 
+def _no_additional(schema: dict[str, Any]) -> None:
+    # A structural schema lists its properties and may not also say additionalProperties.
+    schema.pop("additionalProperties", None)
+
+
+class StatusModel(ApiModel):
+    """A part of the status: a field it does not declare is an error, not dropped (the
+    API server with fieldValidation=Strict refuses it too)."""
+
+    model_config = ConfigDict(**ApiModel.model_config, extra="forbid")
+    model_config["json_schema_extra"] = _no_additional
+
+
 def defaulted_object(model: type[ApiModel]) -> Any:
     """A sub-object the API server fills in as `{}` when omitted, and then its fields'
     defaults; the typed job gets the same object with every default."""

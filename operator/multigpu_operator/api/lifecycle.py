@@ -20,6 +20,7 @@ from multigpu_operator.api.limits import (
     MAX_RETRIES,
     MAX_WAIT_SECONDS,
 )
+from multigpu_operator.api.stall import StallPolicy
 
 
 class RestartPolicy(enum.StrEnum):
@@ -127,6 +128,14 @@ class RunPolicy(ApiModel):
             "Seconds after the job Succeeded or Failed when the operator deletes it (and, "
             "through garbage collection, its pods and Service). Unset: kept; set, up to 366 "
             "days."
+        ),
+    )
+    stall: StallPolicy | None = Field(
+        None,
+        description=(
+            "The stall watchdog: how long the training step may stand still, and what "
+            "happens then (condition Stalled). Unset: automatic, once the job reports "
+            "progress."
         ),
     )
     clean_pod_policy: CleanPodPolicy = Field(

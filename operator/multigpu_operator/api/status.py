@@ -14,15 +14,16 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
-from multigpu_operator.api.base import ApiModel, Int32, Int64, Nullable
+from multigpu_operator.api.base import Int32, Int64, Nullable, StatusModel
 from multigpu_operator.api.limits import (
     MAX_ATTEMPTS_KEPT,
     MAX_AVOIDED_NODES,
     MAX_FAILED_PODS_KEPT,
     MAX_FAILURE_RULES,
 )
+from multigpu_operator.api.progress import JobProgress
 
 
 class Phase(enum.StrEnum):
@@ -45,27 +46,13 @@ class ConditionType(enum.StrEnum):
     SCHEDULED = "Scheduled"
     RUNNING = "Running"
     RESTARTING = "Restarting"
+    STALLED = "Stalled"  # the step stood still past spec.runPolicy.stall
     SUSPENDED = "Suspended"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
 
 Count = Annotated[Int32, Field(ge=0)]
-
-
-def _no_additional(schema: dict[str, Any]) -> None:
-    # A structural schema lists its properties and may not also say additionalProperties.
-    schema.pop("additionalProperties", None)
-
-
-class StatusModel(ApiModel):
-    """A part of the status: a field it does not declare is an error, not dropped (the
-    API server with fieldValidation=Strict refuses it too)."""
-
-    model_config = ConfigDict(**ApiModel.model_config, extra="forbid")
-    model_config["json_schema_extra"] = _no_additional
-
-
 Generation = Annotated[Int64, Field(ge=0)]
 
 
@@ -111,7 +98,8 @@ class LastFailure(FailedPod):
         None,
         description=(
             "The infrastructure fault that ended it (NodeLost, Evicted, Preempted, "
-            "NodeShutdown, GPUUnhealthy); absent for a failure of the pod itself."
+            "NodeShutdown, GPUUnhealthy), or Stalled (no progress); absent for a failure "
+            "of the pod itself."
         ),
     )
     device: str | None = Field(None, description="The unhealthy device, where known.")
@@ -200,6 +188,7 @@ class JobStatus(StatusModel):
         ),
     )
     last_failure: LastFailure | None = None
+    progress: JobProgress | None = None
     infrastructure_restarts: Count | None = Field(
         None,
         description=(
