@@ -38,13 +38,16 @@ from multigpu_operator.policy import (
     queueing,
     requeue,
     restarts,
+    stall,
     status,
     suspension,
 )
 from multigpu_operator.policy.avoidance import avoiding
 from multigpu_operator.policy.kueue_admission import Admission
+from multigpu_operator.policy.progress import published_progress
 from multigpu_operator.policy.refusals import Refusal, after_refusal
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
+from multigpu_operator.policy.training import TrainingReport
 
 Step = Callable[[Observed, Progress], Outcome]
 
@@ -55,6 +58,7 @@ STEPS: tuple[Step, ...] = (
     deadline.active_deadline,  # runPolicy.activeDeadlineSeconds
     requeue.wait_to_requeue,  # after a gang timeout with Requeue
     restarts.failures_and_restarts,  # a new attempt, an elastic pod replaced, or Failed
+    stall.stall_watchdog,  # runPolicy.stall: the step stood still while every pod runs
     gang.gang_start,  # gang.timeoutSeconds while pods are unschedulable; no node fits
     containers.container_states,  # containers the kubelet cannot start; spec.startPolicy
     elastic.elastic_size,  # below minReplicas; scale to spec.replicas
@@ -72,10 +76,12 @@ def decide(
     admission: Admission | None = None,
     workload: Mapping[str, Any] | None = None,
     refusal: Refusal | None = None,
+    training: TrainingReport | None = None,
 ) -> Decision:
     """`admission` and `workload`: the job's standing in Kueue and its Workload, for a
     job queued there (None otherwise). `refusal`: what the API server refused in the
-    job's last pass (policy/refusals.py)."""
+    job's last pass (policy/refusals.py). `training`: what the job's processes last
+    reported (policy/training.py; None when nothing was read)."""
     placed = queueing.with_admission(desired, admission)
     unplaceable = placed if isinstance(placed, str) else ""
     planned = desired if isinstance(placed, str) else placed
@@ -92,6 +98,7 @@ def decide(
         unplaceable,
         avoided,
         avoidance,
+        training,
     )
     progress = Progress.from_status(previous, now)
     outcomes: list[Outcome] = []
@@ -104,6 +111,7 @@ def decide(
     phase = outcomes[-1].stop or status.phase_of(seen, progress)
     if phase in TERMINAL:
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
+    outcomes.append(published_progress(seen, phase))  # status.progress, when it may be written
     decision = status.conclude(seen, progress, merged(outcomes), phase)
     decision = replace(decision, status_waits=status.first_write_waits(previous, decision))
     if refusal is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.step import Decision
+from multigpu_operator.policy.training import TrainingReport
 from multigpu_operator.reconcile import decide
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -38,6 +39,7 @@ class JobRun:
     decisions: list[Decision] = field(default_factory=list)
     deleted_job: bool = False
     nodes: list[dict[str, Any]] = field(default_factory=list)  # the node informer's view
+    training: TrainingReport | None = None  # what the processes last reported
     _uids: int = 0
 
     def step(self, seconds: float = 0) -> Decision:
@@ -45,7 +47,9 @@ class JobRun:
         self.now += timedelta(seconds=seconds)
         job = Job.from_object(self.obj)
         pods = list(self.pods.values())
-        decision = decide(job, plan_job(job), pods, self.status, self.now, self.nodes)
+        decision = decide(
+            job, plan_job(job), pods, self.status, self.now, self.nodes, training=self.training
+        )
         self.decisions.append(decision)
         self.status = copy.deepcopy(decision.status.as_api())
         for name in decision.delete_pods:

@@ -9,6 +9,7 @@ from typing import Any
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.step import Observed, Progress
+from multigpu_operator.policy.training import TrainingReport
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "train:1"}]}}
@@ -110,11 +111,20 @@ def observed(
     previous: dict[str, Any] | None = None,
     now: float = 0,
     nodes: list[dict[str, Any]] | None = None,
+    training: TrainingReport | None = None,
 ) -> Observed:
     """What a step sees: `j` (a two-replica DDP job by default), `now` seconds after T0,
-    and the cluster's `nodes` (unknown by default)."""
+    the cluster's `nodes` (unknown by default) and what the processes reported."""
     j = j or job()
-    return Observed(j, plan_job(j), tuple(pods or ()), previous or {}, at(now), tuple(nodes or ()))
+    return Observed(
+        j,
+        plan_job(j),
+        tuple(pods or ()),
+        previous or {},
+        at(now),
+        tuple(nodes or ()),
+        training=training,
+    )
 
 
 def gpu_node(name: str, gpus: int = 8) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from multigpu_operator.policy.queueing import (
     queued_in_kueue,
 )
 from multigpu_operator.policy.refusals import Refusal
+from multigpu_operator.policy.training import TrainingReport
 from multigpu_operator.reconcile import decide
 
 
@@ -48,7 +49,13 @@ class JobPass:
         self.actuator = actuator
         self._clock = clock  # the time decisions and timestamps are made at
 
-    async def run(self, key: JobKey, body: dict[str, Any], refusal: Refusal | None) -> None:
+    async def run(
+        self,
+        key: JobKey,
+        body: dict[str, Any],
+        refusal: Refusal | None,
+        training: TrainingReport | None = None,
+    ) -> None:
         planned = await self.plans.plan(body)
         if isinstance(planned, str) and not managed_here(body):
             return
@@ -84,6 +91,7 @@ class JobPass:
             admission,
             workload,
             refusal,
+            training,
         )
         await self.actuator.carry_out(body, job, desired, pods, decision, workload)
 

@@ -51,7 +51,9 @@ def cleared(ctype: ConditionType, reason: str, message: str) -> ConditionChange:
 
 
 # Conditions whose True is bad news: their transitions are Warning events.
-_WARNING_WHEN_TRUE = frozenset({ConditionType.FAILED, ConditionType.RESTARTING})
+_WARNING_WHEN_TRUE = frozenset(
+    {ConditionType.FAILED, ConditionType.RESTARTING, ConditionType.STALLED}
+)
 _ORDER = {str(c): i for i, c in enumerate(ConditionType)}
 
 

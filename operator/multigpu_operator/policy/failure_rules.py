@@ -10,6 +10,9 @@ retryableExitCodes always meant, with infrastructure faults taken out of backoff
    backoffLimit, up to infrastructureRetries.
 4. a failure restartPolicy retries: a new attempt counted against backoffLimit.
 5. otherwise the job fails (NonRetryableExitCode under ExitCode).
+A stall the watchdog restarts from (fault Stalled, policy/stall.py) that no rule matches
+is a new attempt counted against backoffLimit, or fails the job under restartPolicy
+Never.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from multigpu_operator.api.failure_policy import (
     INFRASTRUCTURE_FAULTS,
     FailureAction,
     FailureRule,
+    Fault,
 )
 from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
 from multigpu_operator.api.status import JobStatus, RuleRestarts
@@ -119,6 +123,13 @@ def _by_rule(
 
 
 def _by_default(policy: RunPolicy, failure: Failure, progress: Progress) -> Verdict:
+    if failure.fault is Fault.STALLED:
+        # The stall watchdog's Restart: a new attempt even under restartPolicy ExitCode
+        # (a stall has no exit code), counted; Never still means the first failure fails.
+        if policy.restart_policy is RestartPolicy.NEVER:
+            msg = f"{failure.message()} (restartPolicy Never)"
+            return _failed(RESTART_POLICY_RULE, progress, str(Fault.STALLED), msg)
+        return _counted(policy, BACKOFF_RULE, failure, progress)
     if failure.setup_error and SETUP_ERROR_EXIT_CODE not in policy.retryable_exit_codes:
         msg = f"{failure.message()} (not retried)"
         return _failed(RESTART_POLICY_RULE, progress, SETUP_ERROR, msg)

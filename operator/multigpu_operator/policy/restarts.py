@@ -39,6 +39,12 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
         found = _lost(seen, progress)[:1]
     if not found:
         return Outcome()
+    return attempt_ended(seen, progress, found)
+
+
+def attempt_ended(seen: Observed, progress: Progress, found: list[Failure]) -> Outcome:
+    """The attempt ended by `found` (the first decides): a new attempt, or the job
+    fails, as the failure-policy rules judge it."""
     failure = found[0]
     verdict = judge(seen.job.spec.run_policy, failure, progress)
     status = _recorded(seen, progress, verdict, found)
@@ -143,6 +149,26 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     if avoided:
         status = status.merged(JobStatus(avoided_nodes=avoided))
     return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in failed)))
+
+
+def pods_replaced(
+    seen: Observed, progress: Progress, failure: Failure, pods: tuple[str, ...]
+) -> Outcome:
+    """Elastic: `failure` judged once and, unless the job fails, `pods` replaced (the
+    stall watchdog replaces the pods of the ranks that stopped)."""
+    verdict = judge(seen.job.spec.run_policy, failure, progress)
+    last = JobStatus(last_failure=failure.as_status(progress.attempt, verdict.rule))
+    if verdict.fails:
+        return Outcome(status=last).then(fail(verdict.fail_reason, verdict.fail_message))
+    counted = f" ({verdict.counted_as})" if verdict.counted_as else ""
+    msg = f"replacing {', '.join(pods)}{counted}: {failure.message()}"
+    reason = str(failure.fault) if failure.fault else "PodFailed"
+    return Outcome(
+        status=last.merged(verdict.counters()),
+        changes=(condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),),
+        delete_pods=pods,
+        progress=replace(verdict.progress, restarted=progress.restarted + 1),
+    )
 
 
 def _disrupted_leaving(seen: Observed, progress: Progress) -> list[Failure]:

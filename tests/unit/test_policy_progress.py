@@ -1,0 +1,160 @@
+"""status.progress from the processes' report: what is derived, and when it is written
+(policy/progress.py, pure)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from multigpu_operator.api.status import Phase
+from multigpu_operator.policy.progress import eta_text, job_progress, published_progress
+from multigpu_operator.policy.training import TrainingReport
+from support.policy import at, observed, stamp
+from support.status_schema import status_problems
+
+
+def report(**fields: Any) -> TrainingReport:
+    """Attempt 1 at step 1200, read at T0+100, the step last moved at T0+90."""
+    base = TrainingReport(attempt=1, step=1200, read_at=at(100), last_change=at(90))
+    return replace(base, **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        pytest.param(
+            {},
+            {
+                "step": 1200,
+                "summary": "step 1200",
+                "lastProgressTime": stamp(90),
+                "observedTime": stamp(100),
+            },
+            id="step-alone",
+        ),
+        pytest.param(
+            {"total_steps": 10000, "step_seconds": 0.5, "samples_per_second": 512.0},
+            {
+                "step": 1200,
+                "totalSteps": 10000,
+                "percent": 12,
+                "summary": "12%",
+                "stepsPerSecond": 2.0,
+                "samplesPerSecond": 512.0,
+                "eta": "1h13m",  # 8800 steps at 2 per second: 4400 s
+                "estimatedFinishTime": stamp(100 + 4400),
+                "lastProgressTime": stamp(90),
+                "observedTime": stamp(100),
+            },
+            id="total-and-rate",
+        ),
+        pytest.param(
+            {"total_steps": 10000},
+            {"percent": 12, "summary": "12%"},
+            id="total-without-rate-has-no-eta",
+        ),
+        pytest.param(
+            {"total_steps": 0, "step_seconds": 1.0},
+            {"summary": "step 1200", "stepsPerSecond": 1.0},
+            id="total-zero-is-unknown",
+        ),
+        pytest.param(
+            {"step": 10500, "total_steps": 10000, "step_seconds": 1.0},
+            {"percent": 100, "summary": "100%", "eta": "0s"},
+            id="past-the-total",
+        ),
+        pytest.param(
+            {"epoch": 3, "resumed_step": 1000},
+            {"epoch": 3, "resumedStep": 1000},
+            id="epoch-and-resume",
+        ),
+        pytest.param({"resumed_step": 0}, {"summary": "step 1200"}, id="resumed-at-0-is-none"),
+        pytest.param(
+            {"samples_per_second": float("nan"), "step_seconds": float("inf")},
+            {"summary": "step 1200"},
+            id="nan-and-inf-left-out",
+        ),
+        pytest.param(
+            {"samples_per_second": -1.0, "step_seconds": -2.0, "step": -5},
+            {"step": 0, "summary": "step 0"},
+            id="negatives-left-out",
+        ),
+        pytest.param(
+            {"step_seconds": 3.0},
+            {"stepsPerSecond": 0.3333},
+            id="rate-rounded",
+        ),
+        pytest.param(
+            {"total_steps": 2**62, "step_seconds": 3600.0},
+            {"percent": 0, "summary": "0%"},
+            id="eta-beyond-reason-left-out",
+        ),
+    ],
+)
+def test_job_progress(fields: dict[str, Any], expected: dict[str, Any]) -> None:
+    shown = job_progress(report(**fields)).model_dump(
+        mode="json", by_alias=True, exclude_unset=True
+    )
+    assert shown.items() >= expected.items()
+    if "eta" not in expected and "totalSteps" not in fields:
+        assert "eta" not in shown
+    assert status_problems({"progress": shown}) == []
+
+
+def test_eta_beyond_reason_has_no_eta() -> None:
+    shown = job_progress(report(total_steps=2**62, step_seconds=3600.0))
+    assert shown.eta is None
+    assert shown.estimated_finish_time is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (40.4, "40s"),
+        (60, "1m00s"),
+        (185, "3m05s"),
+        (4320, "1h12m"),
+        (4379, "1h12m"),
+        (3600 * 50 + 60, "2d02h"),
+        (86400 * 400, "400d00h"),
+    ],
+)
+def test_eta_text(seconds: float, text: str) -> None:
+    assert eta_text(seconds) == text
+
+
+RUNNING = {"phase": "Running", "attempt": 1}
+
+
+@pytest.mark.parametrize(
+    ("given", "previous", "phase", "written"),
+    [
+        pytest.param(report(publish=True), RUNNING, Phase.RUNNING, True, id="publish"),
+        pytest.param(report(), RUNNING, Phase.RUNNING, False, id="no-budget-keeps-old"),
+        pytest.param(report(), RUNNING, Phase.SUCCEEDED, True, id="leaving-running"),
+        pytest.param(report(), RUNNING, Phase.RESTARTING, True, id="leaving-to-restart"),
+        pytest.param(report(), {"phase": "Pending"}, Phase.RUNNING, False, id="entering"),
+        pytest.param(
+            report(publish=True, attempt=2), RUNNING, Phase.RUNNING, False, id="older-report"
+        ),
+        pytest.param(
+            report(publish=True, attempt=1),
+            {"phase": "Restarting", "attempt": 2},
+            Phase.RESTARTING,
+            False,
+            id="report-of-the-attempt-before",
+        ),
+        pytest.param(None, RUNNING, Phase.RUNNING, False, id="nothing-read"),
+    ],
+)
+def test_published_only_when_allowed(
+    given: TrainingReport | None, previous: dict[str, Any], phase: Phase, written: bool
+) -> None:
+    seen = observed(previous=previous, now=100, training=given)
+    outcome = published_progress(seen, phase)
+    assert (outcome.status.progress is not None) == written
+    if written and given is not None:
+        assert outcome.status.progress == job_progress(given)
