@@ -148,6 +148,13 @@ RUNNING = {"phase": "Running", "attempt": 1}
             id="report-of-the-attempt-before",
         ),
         pytest.param(None, RUNNING, Phase.RUNNING, False, id="nothing-read"),
+        pytest.param(
+            report(publish=True),
+            {"phase": "Succeeded", "attempt": 1},
+            Phase.SUCCEEDED,
+            False,
+            id="finished-stays-put",
+        ),
     ],
 )
 def test_published_only_when_allowed(

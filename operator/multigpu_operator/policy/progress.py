@@ -13,7 +13,7 @@ import math
 from datetime import timedelta
 
 from multigpu_operator.api.progress import JobProgress
-from multigpu_operator.api.status import JobStatus, Phase
+from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
 from multigpu_operator.policy.step import Observed, Outcome
 from multigpu_operator.policy.timestamps import rfc3339
 from multigpu_operator.policy.training import TrainingReport
@@ -28,8 +28,8 @@ def published_progress(seen: Observed, phase: Phase) -> Outcome:
     """status.progress set from seen.training, when this pass may write it."""
     report = seen.training
     started_with = int(seen.previous.get("attempt", 1))
-    if report is None or report.attempt != started_with:
-        return Outcome()
+    if report is None or report.attempt != started_with or seen.previous_phase in TERMINAL:
+        return Outcome()  # nothing usable, or a finished job (its history stays put)
     leaving = seen.previous_phase is Phase.RUNNING and phase is not Phase.RUNNING
     if not (report.publish or leaving):
         return Outcome()
