@@ -35,6 +35,7 @@ OOM = exit_code(137, "OOMKilled")
 LOST = fault(Fault.NODE_LOST)
 DISRUPTED = replace(fault(Fault.EVICTED), conditions=("DisruptionTarget",))
 SETUP = Failure("job-1", "1", 78, "SetupError", setup_error=True)
+STALLED = fault(Fault.STALLED, "")
 
 
 def rules(*listed: dict[str, Any], **run_policy: Any) -> dict[str, Any]:
@@ -69,6 +70,60 @@ def counts(p: Progress) -> tuple[int, int, tuple[tuple[int, int], ...]]:
             "PodFailed",
             (0, 0, ()),
             id="never",
+        ),
+        # A stall the watchdog restarts from: counted, whatever the exit-code policy says.
+        pytest.param(
+            {}, STALLED, progress(), "RestartJob", BACKOFF_RULE, "", (1, 0, ()), id="stall-counted"
+        ),
+        pytest.param(
+            {"restartPolicy": "ExitCode"},
+            STALLED,
+            progress(),
+            "RestartJob",
+            BACKOFF_RULE,
+            "",
+            (1, 0, ()),
+            id="stall-under-exit-code",
+        ),
+        pytest.param(
+            {"backoffLimit": 0},
+            STALLED,
+            progress(),
+            "FailJob",
+            BACKOFF_RULE,
+            "BackoffLimitExceeded",
+            (0, 0, ()),
+            id="stall-backoff-used-up",
+        ),
+        pytest.param(
+            {"restartPolicy": "Never"},
+            STALLED,
+            progress(),
+            "FailJob",
+            RESTART_POLICY_RULE,
+            "Stalled",
+            (0, 0, ()),
+            id="stall-never",
+        ),
+        pytest.param(
+            rules({"action": "RestartJobNotCounted", "onFaults": ["Stalled"], "maxRestarts": 2}),
+            STALLED,
+            progress(),
+            "RestartJobNotCounted",
+            f"{RULES}[0]",
+            "",
+            (0, 0, ((0, 1),)),
+            id="stall-rule",
+        ),
+        pytest.param(
+            rules({"action": "RestartJobNotCounted", "onFaults": ["Evicted"]}),
+            STALLED,
+            progress(),
+            "RestartJob",
+            BACKOFF_RULE,
+            "",
+            (1, 0, ()),
+            id="stall-other-fault-rule",
         ),
         pytest.param(
             {"restartPolicy": "Never"},

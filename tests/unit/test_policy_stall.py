@@ -104,11 +104,13 @@ def test_deadline(
         pytest.param({"given": report(), "now": 399}, False, (1.0,), id="auto-not-yet"),
         pytest.param({"given": report(), "now": 400}, True, (), id="auto-due"),
         pytest.param({"now": 10**6}, False, (), id="auto-never-reported"),
-        pytest.param({"given": report(checkpointing=True), "now": 10**6}, False, (), id="ckpt"),
+        pytest.param(
+            {"given": report(checkpointing=True), "now": 10**6}, False, (300.0,), id="ckpt"
+        ),
         pytest.param(
             {"given": report(processes=(proc(0), replace(proc(1), checkpointing=True)))},
             False,
-            (),
+            (300.0,),
             id="a-rank-checkpointing",
         ),
         pytest.param(

@@ -55,8 +55,11 @@ def stall_watchdog(seen: Observed, progress: Progress) -> Outcome:
             msg = "the stall watchdog is off (spec.runPolicy.stall.deadlineSeconds 0)"
             return Outcome(changes=(cleared(ConditionType.STALLED, "WatchdogOff", msg),))
         return Outcome()
-    if not _all_running(seen, progress) or (report and _checkpointing(report)):
-        return Outcome()  # starting up, or writing a checkpoint: not a stall
+    if not _all_running(seen, progress):
+        return Outcome()  # starting up: the pods' changes bring the next pass
+    if report and _checkpointing(report):
+        # Not a stall; looked at again in case no later report comes.
+        return Outcome(wake_after=(deadline,))
     started = [t for t in (running_since(seen, progress), report and report.last_change) if t]
     if not started:
         return Outcome()
