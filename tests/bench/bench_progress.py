@@ -28,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from multigpu_operator.cluster.process_metrics import ProcessMetrics
 from multigpu_operator.controller.workers import Controller
 from multigpu_operator.policy import training
 from multigpu_operator.settings import Settings
@@ -65,6 +66,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Counted:
+    """The operator's reader, counting its reads."""
+
+    def __init__(self, reader: ProcessMetrics) -> None:
+        self.reader, self.reads = reader, 0
+
+    async def read(self, ip: str, port: int) -> dict[str, float] | None:
+        self.reads += 1
+        return await self.reader.read(ip, port)
+
+    async def close(self) -> None:
+        await self.reader.close()
+
+
 def spec(port: int) -> dict[str, Any]:
     env = [{"name": "MGJ_TRAINER_METRICS_PORT", "value": str(port)}]
     container = {"name": "trainer", "image": "train:1", "env": env}
@@ -78,18 +93,10 @@ def spec(port: int) -> dict[str, Any]:
 async def measure(jobs: int, rounds: int, port: int) -> dict[str, float]:
     """Requests/s, reads/s and CPU share of `jobs` running jobs over `rounds` rounds."""
     cluster = FakeCluster()
-    controller = Controller(cluster, Settings(workers=32, kueue="off"))
+    reader = Counted(ProcessMetrics())
+    controller = Controller(cluster, Settings(workers=32, kueue="off"), reader=reader)
     cluster.on_job_event = controller.job_event
     await controller.start()
-    reads = 0
-    reader_read = controller.progress._reader.read
-
-    async def counted(ip: str, p: int) -> dict[str, float] | None:
-        nonlocal reads
-        reads += 1
-        return await reader_read(ip, p)
-
-    controller.progress._reader.read = counted  # type: ignore[method-assign]
     try:
         for i in range(jobs):
             cluster.add_job(f"j{i}", spec(port))
@@ -97,14 +104,14 @@ async def measure(jobs: int, rounds: int, port: int) -> dict[str, float]:
         for i in range(jobs):
             cluster.set_phase(f"j{i}-0", "Running", pod_ip="127.0.0.1")
         await asyncio.sleep(training.PROGRESS_READ_SECONDS + 5)  # running, one round read
-        calls, reads = len(cluster.calls), 0
+        calls, reader.reads = len(cluster.calls), 0
         cpu, wall = time.process_time(), time.monotonic()
         await asyncio.sleep(rounds * training.PROGRESS_READ_SECONDS)
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
         requests = len(cluster.calls) - calls
     finally:
         await controller.stop()
-    return {"requests/s": requests / wall, "reads/s": reads / wall, "cpu": cpu / wall}
+    return {"requests/s": requests / wall, "reads/s": reader.reads / wall, "cpu": cpu / wall}
 
 
 def main() -> None:
@@ -120,7 +127,9 @@ def main() -> None:
         off = asyncio.run(measure(args.jobs, args.rounds, 0))
     finally:
         server.kill()
-    print(f"{args.jobs} running jobs, {args.rounds} rounds of {training.PROGRESS_READ_SECONDS:.0f} s")
+    print(
+        f"{args.jobs} running jobs, {args.rounds} rounds of {training.PROGRESS_READ_SECONDS:.0f} s"
+    )
     for label, figures in (("progress on ", on), ("progress off", off)):
         print(
             f"  {label}: {figures['requests/s']:6.2f} API requests/s, "

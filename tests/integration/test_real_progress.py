@@ -3,7 +3,7 @@ our trainer image, planned by this checkout's operator (a process on this machin
 reads the pods' metrics endpoints at their IPs, as the in-cluster operator does).
 
 One job lives through both faults, in order: a pod deleted mid-run (a lost node's stand-in)
-starts a new attempt that resumes from the last checkpoint on the node's disk, and the
+starts a new attempt that resumes from the last checkpoint on the job's claim, and the
 status's progress goes on from there; then one rank is frozen (SIGSTOP) while the other
 waits for it in an all-reduce, which the stall watchdog names and ends with a new attempt
 from the checkpoint, and the job succeeds.
@@ -26,14 +26,14 @@ from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
 from support.jobs import JobEnv, condition
 from support.operator_process import OperatorProcess
-from support.real_pods import on_real_node, pod_log
+from support.real_pods import bind_local_volume, on_real_node, pod_log
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
 REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples/storage/cpu-ddp-checkpoint-pvc.yaml"
 NAME = "progress"
-IMAGE_UID = 10001
 STALL_DEADLINE = 30
 STEPS, CHECKPOINT_EVERY = 600, 50
 
@@ -52,39 +52,44 @@ def real(
     return JobEnv(installed_crd, api_client, core, namespace)
 
 
+def example() -> tuple[dict[str, Any], dict[str, Any]]:
+    """examples/storage/cpu-ddp-checkpoint-pvc.yaml: its claim and its job."""
+    claim, job = yaml.safe_load_all(EXAMPLE.read_text())
+    return claim, job
+
+
 @pytest.fixture
 def checkpoints(real: JobEnv) -> Iterator[Path]:
-    """A directory on the real node's disk that outlives the pods, the image's user's."""
+    """The example's claim, bound to a directory on the real node's disk (root's, as a
+    fresh volume is); the directory."""
+    claim, _ = example()
     directory = real.cluster.node_layout.cache / "volumes" / real.namespace
-    directory.mkdir(parents=True)
-    os.chown(directory, IMAGE_UID, IMAGE_UID)
+    directory.mkdir(parents=True, mode=0o755)
+    volume = bind_local_volume(real.cluster, real.namespace, claim, directory)
     yield directory
+    real.cluster.kubectl("delete", "mgj", "-n", real.namespace, NAME, "--wait=true")
+    real.cluster.kubectl(
+        "delete", "pvc", "-n", real.namespace, claim["metadata"]["name"], "--wait=false"
+    )
+    real.cluster.kubectl("delete", "pv", volume, "--wait=false")
     shutil.rmtree(directory)
 
 
-def job(checkpoints: Path) -> dict[str, Any]:
-    manifest: dict[str, Any] = yaml.safe_load((REPO / "examples/cpu-ddp.yaml").read_text())
+def job() -> dict[str, Any]:
+    """The example's job, longer, checkpointing every CHECKPOINT_EVERY steps, with a stall
+    deadline."""
+    _, manifest = example()
     manifest["metadata"]["name"] = NAME
     manifest["spec"]["runPolicy"] = {
         "backoffLimit": 3,
         "stall": {"deadlineSeconds": STALL_DEADLINE, "action": "Restart"},
     }
-    pod = manifest["spec"]["template"]["spec"]
-    trainer = pod["containers"][0]
+    trainer = manifest["spec"]["template"]["spec"]["containers"][0]
     trainer["args"] = [
-        "--epochs", "1", "--steps-per-epoch", str(STEPS), "--batch-size", "64",
-        "--checkpoint-every-steps", str(CHECKPOINT_EVERY), "--checkpoint-dir", "/checkpoints",
+        "--epochs", "1", "--steps-per-epoch", str(STEPS),
+        "--checkpoint-every-steps", str(CHECKPOINT_EVERY),
     ]  # fmt: skip
-    trainer["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
-    pod["volumes"] = [
-        {"name": "checkpoints", "hostPath": {"path": str(checkpoints), "type": "Directory"}}
-    ]
-    placed = on_real_node(manifest)
-    # hostPath is not "restricted"; this namespace does not enforce it.
-    placed["spec"]["template"]["spec"]["containers"][0]["securityContext"].pop(
-        "seccompProfile", None
-    )
-    return placed
+    return on_real_node(manifest)
 
 
 def progress(real: JobEnv) -> dict[str, Any]:
@@ -102,8 +107,10 @@ def worker_pid(namespace: str, rank: int) -> int:
             env = set((entry / "environ").read_bytes().split(b"\0"))
         except OSError:
             continue
-        if wanted <= env and f"RANK={rank}".encode() in env and any(
-            v.startswith(b"TORCHELASTIC_RESTART_COUNT=") for v in env
+        if (
+            wanted <= env
+            and f"RANK={rank}".encode() in env
+            and any(v.startswith(b"TORCHELASTIC_RESTART_COUNT=") for v in env)
         ):
             return int(entry.name)
     raise AssertionError(f"no training process of rank {rank} of {namespace}/{NAME}")
@@ -112,7 +119,7 @@ def worker_pid(namespace: str, rank: int) -> int:
 def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_restarted(
     real: JobEnv, checkpoints: Path
 ) -> None:
-    real.apply(job(checkpoints))
+    real.apply(job())
     # Progress shows in the status while the job runs (the operator reads rank 0).
     first = wait_for(
         lambda: (p := progress(real)).get("step", 0) > CHECKPOINT_EVERY and p,
@@ -127,9 +134,11 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
     # A pod lost mid-run: a new attempt, which resumes where the checkpoint was.
     real.cluster.kubectl("delete", "pod", "-n", real.namespace, f"{NAME}-1", "--wait=false")
     resumed = wait_for(
-        lambda: real.status(NAME).get("attempt", 1) >= 2
-        and (p := progress(real)).get("resumedStep")
-        and p,
+        lambda: (
+            real.status(NAME).get("attempt", 1) >= 2
+            and (p := progress(real)).get("resumedStep")
+            and p
+        ),
         "the second attempt's progress, resumed",
         timeout=240,
         interval=1,
