@@ -47,6 +47,10 @@ class Settings:
     # Jobs labelled kueue.x-k8s.io/queue-name run only when Kueue admits them: auto (when
     # Kueue's Workload API is served at start-up), on, or off (cluster/kueue_jobs.py).
     kueue: str = "auto"
+    # Status writes for job progress alone, over all jobs (controller/progress_board.py):
+    # at the default, 30 running jobs each show progress within 15 s, and 1,000 jobs cost
+    # the API server 2 writes/s.
+    progress_writes_per_second: float = 2
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -63,6 +67,7 @@ class Settings:
             leader_election=os.environ.get("MGJ_LEADER_ELECTION", "true").lower() not in _FALSE,
             lease_name=os.environ.get("MGJ_LEASE_NAME") or "multigpu-operator",
             lease_namespace=os.environ.get("MGJ_LEASE_NAMESPACE") or namespace or "default",
+            progress_writes_per_second=float(os.environ.get("MGJ_PROGRESS_WRITES_PER_SECOND", "2")),
             lease_timings=LeaseTimings(
                 lease_duration=float(os.environ.get("MGJ_LEASE_DURATION_SECONDS", "10")),
                 renew_deadline=float(os.environ.get("MGJ_RENEW_DEADLINE_SECONDS", "7")),

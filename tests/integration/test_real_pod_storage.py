@@ -12,7 +12,6 @@ uid 10001 write there, and only the /tmp it adds lets torchrun start.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -25,10 +24,9 @@ from kubernetes import client
 
 from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
-from cluster.realnode_config import NODE_KIND, NODE_KIND_LABEL
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
-from support.real_pods import on_real_node, pod_log
+from support.real_pods import bind_local_volume, on_real_node, pod_log
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -68,36 +66,12 @@ def checkpoint_volume(real: JobEnv) -> Iterator[Path]:
     claim, _ = example()
     directory = real.cluster.node_layout.cache / "volumes" / real.namespace
     directory.mkdir(parents=True, mode=0o755)  # root's, as a freshly provisioned volume
-    volume: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"{real.namespace}-checkpoints"},
-        "spec": {
-            "capacity": claim["spec"]["resources"]["requests"],
-            "accessModes": claim["spec"]["accessModes"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "local": {"path": str(directory)},
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": NODE_KIND_LABEL, "operator": "In", "values": [NODE_KIND]}
-                            ]
-                        }
-                    ]
-                }
-            },
-            "claimRef": {"namespace": real.namespace, "name": claim["metadata"]["name"]},
-        },
-    }
-    real.cluster.kubectl("apply", "-f", "-", stdin=json.dumps(volume))
-    real.cluster.kubectl("apply", "-n", real.namespace, "-f", "-", stdin=json.dumps(claim))
+    volume = bind_local_volume(real.cluster, real.namespace, claim, directory)
     yield directory
     real.cluster.kubectl(
         "delete", "pvc", "-n", real.namespace, claim["metadata"]["name"], "--wait=false"
     )
-    real.cluster.kubectl("delete", "pv", volume["metadata"]["name"], "--wait=false")
+    real.cluster.kubectl("delete", "pv", volume, "--wait=false")
     shutil.rmtree(directory)
 
 

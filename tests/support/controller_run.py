@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.controller.progress_board import Reader
 from multigpu_operator.controller.workers import Controller
 from multigpu_operator.settings import Settings
 from support.fake_cluster import FakeCluster
@@ -32,9 +33,13 @@ def ddp_spec(replicas: int = 2, **spec: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIterator[Controller]:
+async def running_controller(
+    cluster: FakeCluster, reader: Reader | None = None, **settings: Any
+) -> AsyncIterator[Controller]:
     """A started controller whose job events come from `cluster`; stopped on exit.
-    Kueue is off unless a test asks (`kueue="auto"`): the others see only their calls."""
+    Kueue is off unless a test asks (`kueue="auto"`): the others see only their calls.
+    `reader`: the pods' training processes (support/fake_processes.py); without it only
+    pods given an IP would be read, over the network."""
     loop = asyncio.get_running_loop()
     zero = loop.time()
 
@@ -42,7 +47,10 @@ async def running_controller(cluster: FakeCluster, **settings: Any) -> AsyncIter
         return T0 + timedelta(seconds=loop.time() - zero)
 
     controller = Controller(
-        cluster, Settings(**{"workers": 4, "kueue": "off", **settings}), clock=clock
+        cluster,
+        Settings(**{"workers": 4, "kueue": "off", **settings}),
+        clock=clock,
+        reader=reader,
     )
     twice = count_status_writes(controller, cluster)
     cluster.on_job_event = controller.job_event

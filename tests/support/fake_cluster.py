@@ -183,12 +183,18 @@ class FakeCluster:
         return {name for ns, name in self.pods if ns == namespace}
 
     def set_phase(
-        self, name: str, phase: str, exit_code: int | None = None, namespace: str = "ns"
+        self,
+        name: str,
+        phase: str,
+        exit_code: int | None = None,
+        namespace: str = "ns",
+        pod_ip: str | None = None,
     ) -> None:
-        """Play the scheduler and the kubelet: the pod is bound and in `phase`."""
+        """Play the scheduler and the kubelet: the pod is bound and in `phase` (with an
+        IP when given: support/fake_processes.py serves its processes there)."""
         pod = self.pods[namespace, name]
         pod["spec"]["nodeName"] = "gpu-node-0"
-        pod["status"] = {"phase": phase}
+        pod["status"] = {"phase": phase, **({"podIP": pod_ip} if pod_ip else {})}
         if exit_code is not None:
             term = {"exitCode": exit_code, "reason": "Error", "finishedAt": "2026-11-22T10:00:00Z"}
             pod["status"]["containerStatuses"] = [

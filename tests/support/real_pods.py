@@ -4,7 +4,9 @@ what `make demo` and the real-pod tests share."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
 from cluster.localcluster import LocalCluster
@@ -63,3 +65,28 @@ def on_real_node(job: dict[str, Any], cpu: str = "100m", memory: str = "1Gi") ->
 def pod_log(cluster: LocalCluster, namespace: str, pod: str) -> str:
     """The pod's log as `kubectl logs` shows it (the kubelet serves it)."""
     return cluster.kubectl("logs", "-n", namespace, pod, check=False).stdout
+
+
+def bind_local_volume(
+    cluster: LocalCluster, namespace: str, claim: dict[str, Any], directory: Path
+) -> str:
+    """`claim` created in `namespace`, bound to a local PersistentVolume in `directory` on
+    the real node (the local cluster has no storage provisioner); the volume's name."""
+    name = f"{namespace}-{claim['metadata']['name']}"[:63]
+    on_node = {"key": NODE_KIND_LABEL, "operator": "In", "values": [NODE_KIND]}
+    volume: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": claim["spec"]["resources"]["requests"],
+            "accessModes": claim["spec"]["accessModes"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "local": {"path": str(directory)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
+            "claimRef": {"namespace": namespace, "name": claim["metadata"]["name"]},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(volume))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(claim))
+    return name

@@ -28,6 +28,8 @@ REWRITTEN = {
     "PET_NNODES",
     "MGJ_BACKEND",
 }
+# Defaulted operator variables a local run leaves out unless the job sets them.
+DROPPED = {"MGJ_TRAINER_METRICS_PORT"}
 
 
 # --- builders ---------------------------------------------------------------------------
@@ -123,10 +125,18 @@ def test_every_other_planned_variable_is_kept_and_no_cluster_name_is_left(j: Job
     desired = plan_job(j)
     for pod, env in zip(desired.pods, envs(j, cpu=True), strict=True):
         planned = {v["name"]: v.get("value") for v in pod["spec"]["containers"][0]["env"]}
-        assert {k: v for k, v in planned.items() if k not in REWRITTEN} == {
-            k: env[k] for k in planned if k not in REWRITTEN
+        kept = REWRITTEN | DROPPED
+        assert {k: v for k, v in planned.items() if k not in kept} == {
+            k: env[k] for k in planned if k not in kept
         }
+        assert not DROPPED & env.keys()
         assert not [v for v in env.values() if ".svc" in v]
+
+
+def test_a_metrics_port_the_job_sets_is_kept_locally() -> None:
+    # The operator's default port would be taken by the first of the pods sharing the host.
+    own = job(replicas=2, container={"env": [{"name": "MGJ_TRAINER_METRICS_PORT", "value": "0"}]})
+    assert [env["MGJ_TRAINER_METRICS_PORT"] for env in envs(own, cpu=True)] == ["0", "0"]
 
 
 def test_elastic_keeps_the_rendezvous_host_explicit() -> None:

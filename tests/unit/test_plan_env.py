@@ -291,3 +291,20 @@ def test_replicas_override_resizes_a_static_world() -> None:
 
 
 # --- pods and Service ---------------------------------------------------------------------
+
+
+def test_the_metrics_port_is_defaulted_and_the_job_may_choose_its_own() -> None:
+    # The one operator variable a job may set: the port its trainers serve metrics on.
+    assert env(pod(job()))["MGJ_TRAINER_METRICS_PORT"] == "9300"
+    own = {
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "t:1",
+                "env": [{"name": "MGJ_TRAINER_METRICS_PORT", "value": "0"}],
+            }
+        ]
+    }
+    names = [v["name"] for v in trainer(pod(job(tmpl={"spec": own})))["env"]]
+    assert names.count("MGJ_TRAINER_METRICS_PORT") == 1
+    assert env(pod(job(tmpl={"spec": own})))["MGJ_TRAINER_METRICS_PORT"] == "0"

@@ -19,6 +19,7 @@ from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.controller.plan_cache import PlanCache, offload
+from multigpu_operator.controller.progress_board import ProgressBoard
 from multigpu_operator.objects import managed_here, owned_by
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.kueue_admission import admission_of
@@ -41,6 +42,7 @@ class JobPass:
         plans: PlanCache,
         actuator: Actuator,
         clock: Callable[[], datetime],
+        progress: ProgressBoard | None = None,
     ) -> None:
         self.pods = pods
         self.nodes = nodes
@@ -48,6 +50,7 @@ class JobPass:
         self.plans = plans
         self.actuator = actuator
         self._clock = clock  # the time decisions and timestamps are made at
+        self.progress = progress
 
     async def run(
         self,

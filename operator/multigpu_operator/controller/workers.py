@@ -37,10 +37,12 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
+from multigpu_operator.cluster.process_metrics import ProcessMetrics
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.trim import trim_job
 from multigpu_operator.controller.job_pass import JobPass
 from multigpu_operator.controller.plan_cache import PlanCache
+from multigpu_operator.controller.progress_board import ProgressBoard, Reader
 from multigpu_operator.controller.workqueue import Backoff, WorkQueue
 from multigpu_operator.objects import older, same_version
 from multigpu_operator.policy.refusals import Refusal
@@ -62,6 +64,7 @@ class Controller:
         cluster: Cluster,
         settings: Settings,
         clock: Callable[[], datetime] = utc_now,
+        reader: Reader | None = None,
     ) -> None:
         self.cluster = cluster
         self.jobs: dict[JobKey, dict[str, Any]] = {}
@@ -87,8 +90,19 @@ class Controller:
         self.actuator = Actuator(
             cluster, self.informer, self.services, self.kueue, self.jobs, self._wake
         )
+        # What the jobs' processes report (read by the leader alone: it acts on it).
+        self._reader = reader or ProcessMetrics()
+        self.progress = ProgressBoard(
+            self.informer,
+            self.jobs,
+            self.plans,
+            self._reader,
+            self.enqueue,
+            clock,
+            settings.progress_writes_per_second,
+        )
         self.passes = JobPass(
-            self.informer, self.nodes, self.kueue, self.plans, self.actuator, clock
+            self.informer, self.nodes, self.kueue, self.plans, self.actuator, clock, self.progress
         )
 
     async def start(self, reconcile: bool = True) -> None:
@@ -105,6 +119,7 @@ class Controller:
         self._reconcilers = [
             asyncio.create_task(self._worker(), name=f"reconcile-{i}") for i in range(self._workers)
         ]
+        self._reconcilers.append(asyncio.create_task(self.progress.run(), name="progress"))
 
     async def stop_workers(self) -> None:
         """Stop reconciling (leadership lost), Events being posted too; caches keep running."""
@@ -113,6 +128,7 @@ class Controller:
         await asyncio.gather(*self._reconcilers, return_exceptions=True)
         self._reconcilers = []
         await self.actuator.status.stop()
+        await self._reader.close()
 
     async def stop(self) -> None:
         await self.stop_workers()
@@ -149,6 +165,7 @@ class Controller:
         if cached is not None and cached["metadata"].get("uid", "") == uid:
             del self.jobs[key]
             self.refusals.pop(key, None)
+            self.progress.forget(key)
             metrics.job_forgotten(*key)
             self.actuator.forget(key, uid)
             self.queue.discard(key)

@@ -25,6 +25,7 @@ from multigpu_operator.local.kubelet import LOCALHOST, LocalPlanError, expand, r
 from multigpu_operator.local.machine import Machine, device_slices
 from multigpu_operator.local.volumes import rebase, volume_dirs
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.plan.env import defaulted_env
 
 __all__ = ["LocalPlan", "LocalPlanError", "LocalProcess", "Machine", "plan_local"]
 
@@ -171,9 +172,11 @@ def _process(
             f"{where}.envFrom: variables from {kind} {ref.get('name', '?')!r} cannot be read "
             "by a local run; list the ones the job needs under env with `value`"
         )
+    dropped = _defaults_dropped(job)
     env_list = [
         {"name": var["name"], "value": overrides[var["name"]]} if var["name"] in overrides else var
         for var in container.get("env", []) or []
+        if var["name"] not in dropped
     ]
     pod_env = resolve_env(
         env_list, pod, pod_uid=f"{job.ref.uid}-{index}", node=machine.hostname, where=where
@@ -205,6 +208,16 @@ def _process(
         grace_period_s=float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_PERIOD_S)),
         directories=tuple(mounts.values()),
     )
+
+
+def _defaults_dropped(job: Job) -> set[str]:
+    """The operator's defaulted variables the user did not set: not set locally, where
+    every pod shares one host (its metrics port would be taken by the first pod)."""
+    spec = job.spec.template.get("spec", {}) or {}
+    containers = spec.get("containers", []) or []
+    user = containers[trainer_index(containers)].get("env", []) if containers else []
+    named = {var.get("name") for var in user or []}
+    return {var["name"] for var in defaulted_env() if var["name"] not in named}
 
 
 def _process_env(

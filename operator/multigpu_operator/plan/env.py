@@ -31,6 +31,14 @@ RDZV_LAST_CALL_TIMEOUT_S = 30
 RDZV_CLOSE_TIMEOUT_S = 60
 
 
+# The port our trainer images serve their Prometheus metrics on (+ LOCAL_RANK), and
+# where the operator reads a job's progress (policy/training.py). Set by default, and
+# unlike every other variable here a training container may set its own value (0: no
+# metrics, no progress): existing jobs set it to choose the port.
+METRICS_PORT_VAR = "MGJ_TRAINER_METRICS_PORT"
+DEFAULT_METRICS_PORT = 9300
+
+
 def value(name: str, val: str | int) -> EnvVar:
     return {"name": name, "value": str(val)}
 
@@ -65,6 +73,20 @@ def common_env(job: Job, index: int, replicas: int) -> list[EnvVar]:
         # Without it a container that asks for no GPU still sees every GPU of the node.
         env.append(value("NVIDIA_VISIBLE_DEVICES", "void"))
     return env
+
+
+def defaulted_env() -> list[EnvVar]:
+    """Variables the operator sets unless the training container sets them itself."""
+    return [value("MGJ_TRAINER_METRICS_PORT", DEFAULT_METRICS_PORT)]
+
+
+def metrics_port(env: list[EnvVar] | tuple[EnvVar, ...]) -> int:
+    """The metrics port a container's env gives (0 when off or not a plain number)."""
+    for var in env:
+        if var.get("name") == METRICS_PORT_VAR:
+            raw = var.get("value")
+            return int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    return 0
 
 
 def master_addr(job: Job) -> str:

@@ -17,7 +17,7 @@ import orjson
 from multigpu_operator.api import names
 from multigpu_operator.api.spec import Job, JobSpec
 from multigpu_operator.api.template import trainer_index
-from multigpu_operator.plan.env import EnvVar
+from multigpu_operator.plan.env import EnvVar, defaulted_env
 from multigpu_operator.plan.errors import FieldConflicts
 from multigpu_operator.plan.meta import job_labels, owner_references
 from multigpu_operator.plan.security import add_security_defaults
@@ -140,7 +140,8 @@ def _add_env(
     # Ours first: Kubernetes expands $(VAR) only from variables listed earlier, so the
     # user's own variables can be built from ours. Each pod gets its own copy; a JSON
     # round trip copies these plain values ~10x as fast as copy.deepcopy.
-    container["env"] = [*orjson.loads(orjson.dumps(list(env))), *user_env]
+    defaults = [var for var in defaulted_env() if var["name"] not in user_names]
+    container["env"] = [*orjson.loads(orjson.dumps([*env, *defaults])), *user_env]
 
 
 def _gpu_resources(
