@@ -36,34 +36,40 @@ def report(controller: Any, name: str) -> TrainingReport:
     return result
 
 
-async def test_replica_0_is_read_and_each_new_step_published_once_per_turn() -> None:
+def shown(cluster: FakeCluster, name: str) -> dict[str, Any]:
+    """The job's status.progress as written."""
+    return dict(cluster.status(name).get("progress") or {})
+
+
+def status_writes(cluster: FakeCluster) -> int:
+    return len(cluster.calls_of("patch multigpujobs/status"))
+
+
+async def test_replica_0_is_read_and_each_new_step_written_once_per_turn() -> None:
     cluster, processes = FakeCluster(), FakeProcesses()
-    async with running_controller(cluster, reader=processes) as controller:
+    async with running_controller(cluster, reader=processes):
         cluster.add_job("train", ddp_spec())
         await asyncio.sleep(1)
         ips = start(cluster, "train")
-        processes.at_step(ips[0], PORT, 10, total_steps=100, samples_per_second=512.0)
+        processes.at_step(ips[0], PORT, 10, total_steps=100, step_seconds=0.5)
         await asyncio.sleep(16)  # one reading round after the job runs
-        first = report(controller, "train")
-        assert (first.step, first.total_steps, first.samples_per_second) == (10, 100, 512.0)
-        assert first.publish
-        again = report(controller, "train")
-        assert not again.publish  # one turn, one write
+        first = shown(cluster, "train")
+        assert (first["step"], first["totalSteps"], first["summary"]) == (10, 100, "10%")
+        assert first["eta"] == "45s"  # 90 steps of 0.5 s
         assert {ip for ip, _ in processes.reads} == {ips[0]}  # replica 0 alone
-        await asyncio.sleep(15)
-        assert not report(controller, "train").publish  # no new step
+        writes = status_writes(cluster)
+        await asyncio.sleep(30)
+        assert status_writes(cluster) == writes  # no new step: no write
         processes.at_step(ips[0], PORT, 20)
         await asyncio.sleep(15)
-        moved = report(controller, "train")
-        assert (moved.publish, moved.step) == (True, 20)
+        assert shown(cluster, "train")["step"] == 20
+        assert status_writes(cluster) == writes + 1
 
 
 async def test_the_write_budget_serves_the_jobs_shown_longest_ago_first() -> None:
     cluster, processes = FakeCluster(), FakeProcesses()
     # 0.2 writes/s: three jobs per 15 s round.
-    async with running_controller(
-        cluster, reader=processes, progress_writes_per_second=0.2
-    ) as controller:
+    async with running_controller(cluster, reader=processes, progress_writes_per_second=0.2):
         names = [f"j{i}" for i in range(5)]
         for name in names:
             cluster.add_job(name, ddp_spec(replicas=1))
@@ -71,11 +77,11 @@ async def test_the_write_budget_serves_the_jobs_shown_longest_ago_first() -> Non
         for name in names:
             processes.at_step(start(cluster, name, replicas=1)[0], PORT, 1)
         await asyncio.sleep(16)
-        first = {n for n in names if report(controller, n).publish}
+        first = {n for n in names if shown(cluster, n)}
         await asyncio.sleep(15)
-        second = {n for n in names if report(controller, n).publish}
+        second = {n for n in names if shown(cluster, n)}
     assert len(first) == 3
-    assert second == set(names) - first
+    assert second == set(names)
 
 
 async def test_a_step_standing_still_reads_every_process_naming_the_silent_ones() -> None:

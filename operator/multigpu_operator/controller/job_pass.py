@@ -2,8 +2,9 @@
 (reconcile.decide) run on them, its Decision handed to the actuator.
 
 The inputs: the job as kopf's watch last brought it, its plan (plan_cache.py), its pods (the
-pod informer), the nodes, its standing in Kueue, and what the API server refused in its
-last pass. Nothing here writes: the actuator (actuator/) does.
+pod informer), the nodes, its standing in Kueue, what the API server refused in its last
+pass, and what its processes last reported (progress_board.py). Nothing here writes:
+the actuator (actuator/) does.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from multigpu_operator.policy.queueing import (
     queued_in_kueue,
 )
 from multigpu_operator.policy.refusals import Refusal
-from multigpu_operator.policy.training import TrainingReport
 from multigpu_operator.reconcile import decide
 
 
@@ -57,7 +57,6 @@ class JobPass:
         key: JobKey,
         body: dict[str, Any],
         refusal: Refusal | None,
-        training: TrainingReport | None = None,
     ) -> None:
         planned = await self.plans.plan(body)
         if isinstance(planned, str) and not managed_here(body):
@@ -94,7 +93,7 @@ class JobPass:
             admission,
             workload,
             refusal,
-            training,
+            self.progress.report(key) if self.progress is not None else None,
         )
         await self.actuator.carry_out(body, job, desired, pods, decision, workload)
 
