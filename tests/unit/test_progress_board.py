@@ -97,7 +97,7 @@ async def test_a_step_standing_still_reads_every_process_naming_the_silent_ones(
         await asyncio.sleep(16)
         assert report(controller, "train").processes == ()
         processes.frozen.add((ips[1], PORT + 1))
-        await asyncio.sleep(31)  # two rounds without a new step
+        await asyncio.sleep(31)  # rounds without a new step
         stalled = report(controller, "train")
     assert stalled.step == 50
     assert [(p.rank, p.pod, p.answered) for p in stalled.processes] == [

@@ -3,7 +3,7 @@ from their metrics endpoints, and when a job's status may show it.
 
 Every PROGRESS_READ_SECONDS the leader reads replica 0's first process of each running
 job (a few hundred bytes over HTTP, no API request). Once a job's step has stood still
-for a while, every process of the job is read too, so that a stall names the ranks that
+for a round, every process of the job is read too, so that a stall names the ranks that
 stopped. The readings stay in memory; a pass gets the latest (Observed.training).
 
 Writing progress into the status costs an API request, so it has a budget: a job is
@@ -236,9 +236,10 @@ def _report(
 
 
 def _read_everyone_after(report: TrainingReport) -> float:
-    """How long the step stands still before every process is read: two reading periods,
-    or two steps of a job whose steps are slower than that."""
-    return max(2 * PROGRESS_READ_SECONDS, 2 * (report.step_seconds or 0.0))
+    """How long the step stands still before every process is read: one reading period
+    (so the names are there well before a stall deadline passes), or two steps of a job
+    whose steps are slower than that."""
+    return max(PROGRESS_READ_SECONDS, 2 * (report.step_seconds or 0.0))
 
 
 def _process(
