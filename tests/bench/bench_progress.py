@@ -53,11 +53,14 @@ class Progress:
             family.add_metric(["bench", "0"], value)
             yield family
 
-registry = CollectorRegistry()
+registry = CollectorRegistry(auto_describe=True)  # indexed by name: name[] finds it
 registry.register(Progress())
 start_http_server(int(sys.argv[1]), addr="127.0.0.1", registry=registry)
 time.sleep(10**6)
 """
+
+
+ROUND = training.PROGRESS_READ_SECONDS
 
 
 def free_port() -> int:
@@ -100,7 +103,10 @@ async def measure(jobs: int, rounds: int, port: int) -> dict[str, float]:
     try:
         for i in range(jobs):
             cluster.add_job(f"j{i}", spec(port))
-        await asyncio.sleep(2)
+        for _ in range(1200):  # until every job's pod is created
+            if len(cluster.pods) >= jobs:
+                break
+            await asyncio.sleep(0.5)
         for i in range(jobs):
             cluster.set_phase(f"j{i}-0", "Running", pod_ip="127.0.0.1")
         await asyncio.sleep(training.PROGRESS_READ_SECONDS + 5)  # running, one round read
@@ -123,20 +129,23 @@ def main() -> None:
     server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
     try:
         time.sleep(1)
+        print(f"{args.jobs} running jobs, {args.rounds} rounds of {ROUND:.0f} s", flush=True)
         on = asyncio.run(measure(args.jobs, args.rounds, port))
+        show("progress on ", on)
         off = asyncio.run(measure(args.jobs, args.rounds, 0))
+        show("progress off", off)
     finally:
         server.kill()
+    print(f"  CPU on - off: {(on['cpu'] - off['cpu']) * 100:.1f}% of a core")
+
+
+def show(label: str, figures: dict[str, float]) -> None:
     print(
-        f"{args.jobs} running jobs, {args.rounds} rounds of {training.PROGRESS_READ_SECONDS:.0f} s"
+        f"  {label}: {figures['requests/s']:6.2f} API requests/s, "
+        f"{figures['reads/s']:6.1f} process reads/s, "
+        f"operator CPU {figures['cpu'] * 100:5.1f}% of a core",
+        flush=True,
     )
-    for label, figures in (("progress on ", on), ("progress off", off)):
-        print(
-            f"  {label}: {figures['requests/s']:6.2f} API requests/s, "
-            f"{figures['reads/s']:6.1f} process reads/s, "
-            f"operator CPU {figures['cpu'] * 100:5.1f}% of a core"
-        )
-    print(f"  CPU on/off: {on['cpu'] / max(off['cpu'], 1e-9):.2f}x")
 
 
 if __name__ == "__main__":
