@@ -8,6 +8,8 @@ moments (a sample read, a checkpoint write, the end) until the test has read it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -163,3 +165,61 @@ def test_a_resumed_run_continues_from_the_checkpoints_step(tmp_path: Path) -> No
         again.finish()
     finally:
         again.kill()
+
+
+SCRIPT = """
+import pathlib, sys, time
+
+from multigpu_train import progress
+
+pauses = pathlib.Path(sys.argv[1])
+
+
+def pause(name):
+    (pauses / f"{name}.paused").touch()
+    while not (pauses / f"{name}.go").exists():
+        time.sleep(0.05)
+
+
+progress.resumed_at(100)
+for step in range(101, 111):
+    time.sleep(0.02)
+    progress.report(step, total_steps=200, epoch=3, samples=4)
+    if step == 105:
+        with progress.checkpointing():
+            pause("save")
+pause("exit")
+"""
+
+
+def test_a_users_script_reports_through_the_helper(tmp_path: Path) -> None:
+    """A plain ``python script.py``, as launcher Script runs it, from another directory."""
+    script, pauses = tmp_path / "train.py", tmp_path / "pauses"
+    script.write_text(SCRIPT)
+    pauses.mkdir()
+    port = procs.free_port()
+    env = procs.rank_env(0, 1, procs.free_port(), {"MGJ_TRAINER_METRICS_PORT": str(port)})
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(pauses)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        for name, expected in [("save", (105, 200, 3, 1, 100)), ("exit", (110, 200, 3, 0, 100))]:
+            deadline = time.monotonic() + 60
+            while not (pauses / f"{name}.paused").exists():
+                assert proc.poll() is None, proc.communicate()[0]
+                assert time.monotonic() < deadline, f"the script never reached {name}"
+                time.sleep(0.05)
+            assert progress(port) == expected
+            found = scrape(port)
+            # Steps of 20 ms or more, 4 samples each.
+            assert found[training.STEP_SECONDS] >= 0.02
+            assert 0 < found[training.SAMPLES_PER_SECOND] <= 4 / 0.02
+            (pauses / f"{name}.go").touch()
+        assert procs.finish(proc, 30).check()
+    finally:
+        proc.kill()

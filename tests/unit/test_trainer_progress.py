@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -279,3 +280,40 @@ def test_imports_without_torch() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_documented_plain_route_serves_what_the_operator_reads() -> None:
+    """docs/training.md's snippet for images without our package, run as written in a
+    process of its own (it serves from prometheus_client's default registry)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs/training.md").read_text()
+    after = doc.split("Without our package", 1)[1]
+    snippet = after.split("```python\n", 1)[1].split("```", 1)[0]
+    port = free_port()
+    code = f"step = 12\n{snippet}\nprint('serving', flush=True)\nimport sys\nsys.stdin.read()\n"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": ":".join(sys.path),
+        "MGJ_TRAINER_METRICS_PORT": str(port - 1),
+        "LOCAL_RANK": "1",
+        "RANK": "3",
+        "MGJ_JOB_NAME": "plain",
+    }
+    with subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdin is not None
+        try:
+            line = proc.stdout.readline()
+            assert line == "serving\n", line + proc.stdout.read()
+            found = scrape(port)
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+    assert set(found) == set(training.GAUGES)
+    assert found[training.STEP] == {(("job", "plain"), ("rank", "3")): 12}
