@@ -135,3 +135,11 @@ def test_a_fresh_start_reports_no_resume() -> None:
     count.epoch_started(1, 0, 2)
     assert (read(registry, progress.STEP), read(registry, progress.RESUMED_STEP)) == (24, 0)
     assert (read(registry, progress.TOTAL_STEPS), read(registry, progress.EPOCH)) == (48, 1)
+
+
+def test_a_run_resumed_after_its_last_epoch_has_nothing_left() -> None:
+    count, registry = gauges()
+    count.loaded(48)
+    count.start(SHAPE, 2, 0, epochs=2)
+    assert (read(registry, progress.STEP), read(registry, progress.TOTAL_STEPS)) == (48, 48)
+    assert read(registry, progress.EPOCH) == 0  # never set: no epoch is trained

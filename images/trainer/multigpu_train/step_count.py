@@ -112,7 +112,8 @@ class StepCount:
         self.epoch_started(epoch, position, epochs)
 
     def epoch_started(self, epoch: int, position: int, epochs: int) -> None:
-        self.reporter.epoch.set(epoch)
+        if epoch < epochs:  # a run resumed once every epoch is done trains none
+            self.reporter.epoch.set(epoch)
         if self.shape is not None:
             self.reporter.total_steps.set(
                 self.done + self.shape.steps_left(epoch, position, epochs)
