@@ -28,6 +28,11 @@ EXPORTED = {
     "mgj_trainer_restarts",
     "mgj_trainer_last_checkpoint_timestamp_seconds",
     "mgj_trainer_test_accuracy",
+    "mgj_trainer_progress_step",
+    "mgj_trainer_progress_total_steps",
+    "mgj_trainer_progress_step_seconds",
+    "mgj_trainer_progress_checkpointing",
+    "mgj_trainer_progress_resumed_step",
 }
 
 

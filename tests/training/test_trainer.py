@@ -46,9 +46,13 @@ def test_state_dict_is_the_checkpoint_format() -> None:
     t = trained(seed=5)
     state = t.state_dict()
     assert state is not None
-    assert set(state) == {"epoch", "model", "optimizer", "sampler", "world_size", "saved_at"}
-    assert (state["epoch"], state["sampler"], state["world_size"]) == (
+    assert set(state) == {
+        "epoch", "step", "model", "optimizer", "sampler", "world_size", "saved_at"
+    }  # fmt: skip
+    # Two batches, two optimizer steps.
+    assert (state["epoch"], state["step"], state["sampler"], state["world_size"]) == (
         1,
+        2,
         {"seed": 5, "epoch": 1},
         1,
     )
@@ -61,7 +65,7 @@ def test_round_trip_restores_weights_optimizer_epoch_and_seed() -> None:
     assert saved is not None
     fresh = trainer(model(), seed=0)
     fresh.load_state_dict(saved)
-    assert (fresh.epoch, fresh.seed) == (1, 5)
+    assert (fresh.epoch, fresh.seed, fresh.count.done) == (1, 5, 2)
     for name, value in fresh.model.state_dict().items():
         torch.testing.assert_close(value, saved["model"][name])
     again = fresh.state_dict()

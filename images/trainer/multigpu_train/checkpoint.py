@@ -1,6 +1,7 @@
 """Checkpoints: rank 0 alone reads and writes them, and a write is all-or-nothing.
 
-The file holds the epoch to run (so a finished epoch is never repeated), the model and
+The file holds the epoch to run (so a finished epoch is never repeated), the optimizer
+steps done so far (the job's progress; older images wrote none), the model and
 optimizer state, and the sampler's seed and epoch. A checkpoint written within an
 epoch (``--checkpoint-every-steps``) also holds the sampler's position: how many
 samples of that epoch's order were trained, so a resumed job trains only the rest. In
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from multigpu_train.steps import RankStage
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ def make_state(
     optimizer: State | list[State],
     seed: int,
     world_size: int,
+    step: int = 0,
     position: int = 0,
     grad_scaler: State | None = None,
 ) -> State:
@@ -93,6 +97,7 @@ def make_state(
         sampler["position"] = position
     state: State = {
         "epoch": epoch,
+        "step": step,
         "model": model,
         "optimizer": optimizer,
         "sampler": sampler,
@@ -107,6 +112,22 @@ def make_state(
 def position_of(state: State) -> int:
     """Samples of the checkpoint's epoch already trained (0 in older checkpoints)."""
     return int(state["sampler"].get("position", 0))
+
+
+def step_of(state: State) -> int | None:
+    """Optimizer steps done when the checkpoint was written; None in older checkpoints."""
+    step = state.get("step")
+    return None if step is None else int(step)
+
+
+def optimizer_share(saved: State | list[State] | None, stage: RankStage | None) -> State | None:
+    """This process's optimizer state (``stage``'s, or None: a whole model's) in a
+    checkpoint's ``saved``, if it was written for this layout."""
+    if stage is None:
+        return saved if isinstance(saved, dict) else None
+    if isinstance(saved, list) and len(saved) == stage.count:
+        return saved[stage.index]
+    return None
 
 
 def on_cpu(value: Any) -> Any:

@@ -169,6 +169,14 @@ def init_process_group(
     return CheckpointBarrier(group, checkpoint_timeout_s)
 
 
+def global_accuracy(correct: int, total: int, device: torch.device) -> float:
+    """Accuracy over every rank's counts (an all-reduce when distributed)."""
+    counts = torch.tensor([correct, total], dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(counts)
+    return float(counts[0] / counts[1]) if counts[1] > 0 else float("nan")
+
+
 def destroy_process_group() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

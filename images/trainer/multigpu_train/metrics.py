@@ -6,12 +6,12 @@ docs/training.md lists them; keep it in step with this module.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from multigpu_train import progress
 from multigpu_train.errors import SetupError
 
 log = logging.getLogger(__name__)
@@ -20,8 +20,6 @@ PREFIX = "mgj_trainer_"
 LABELS = ("job", "rank")
 # Step times from milliseconds (small models on GPUs) to tens of seconds.
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-# samples/s is averaged over this many recent steps, so a single slow step barely moves it.
-RATE_WINDOW = 20
 
 
 class TrainerMetrics:
@@ -43,10 +41,11 @@ class TrainerMetrics:
             LABELS,
             registry=self.registry,
         ).labels(**labels)
-        self.samples_per_second = gauge(
-            "samples_per_second",
-            f"This rank's training samples/s over the last {RATE_WINDOW} steps",
-        ).labels(**labels)
+        # The gauges the operator reads for the job's progress, epoch and samples/s among
+        # them; the Trainer counts the steps, this times them.
+        self.progress = progress.Reporter(self.registry, job, rank)
+        self.samples_per_second = self.progress.samples_per_second
+        self.epoch = self.progress.epoch
         self.step_seconds = histogram(
             "step_seconds", "Compute time of a step: forward, backward, optimizer; no data wait"
         ).labels(**labels)
@@ -54,7 +53,6 @@ class TrainerMetrics:
             "data_seconds", "Time a step waited for its batch (loading and host-to-device copy)"
         ).labels(**labels)
         self.loss = gauge("loss", "Training loss of the last step").labels(**labels)
-        self.epoch = gauge("epoch", "Epoch being trained (0-based)").labels(**labels)
         self.world_size = gauge("world_size", "Processes in the job's current group").labels(
             **labels
         )
@@ -68,20 +66,29 @@ class TrainerMetrics:
         self.test_accuracy = gauge(
             "test_accuracy", "Accuracy on the test split at the end of training"
         ).labels(**labels)
-        self._recent: collections.deque[tuple[int, float]] = collections.deque(maxlen=RATE_WINDOW)
+        # Samples and seconds of the batches since the last optimizer step.
+        self._pending = (0, 0.0)
 
     def observe_step(
-        self, samples: int, data_seconds: float, step_seconds: float, loss: float | None
+        self,
+        samples: int,
+        data_seconds: float,
+        step_seconds: float,
+        loss: float | None,
+        optimizer_step: bool = True,
     ) -> None:
+        """One batch; ``optimizer_step`` when it ended an optimizer step (the batches
+        accumulated before it time that step together)."""
         self.samples.inc(samples)
         self.data_seconds.observe(data_seconds)
         self.step_seconds.observe(step_seconds)
         if loss is not None:
             self.loss.set(loss)
-        self._recent.append((samples, data_seconds + step_seconds))
-        elapsed = sum(seconds for _, seconds in self._recent)
-        if elapsed > 0:
-            self.samples_per_second.set(sum(n for n, _ in self._recent) / elapsed)
+        pending = (self._pending[0] + samples, self._pending[1] + data_seconds + step_seconds)
+        if optimizer_step:
+            self.progress.record(*pending)
+            pending = (0, 0.0)
+        self._pending = pending
 
     def checkpointed(self, when: float | None = None) -> None:
         self.last_checkpoint.set(time.time() if when is None else when)
@@ -105,4 +112,6 @@ def start(
                 f"+ LOCAL_RANK={local_rank}): {err}"
             ) from None
         log.info("metrics on :%d/metrics", port)
+    # A script's own progress.report calls in this process reach these gauges.
+    progress.install(metrics.progress)
     return metrics

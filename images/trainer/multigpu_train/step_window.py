@@ -15,16 +15,24 @@ from multigpu_train.metrics import TrainerMetrics
 
 class StepWindow:
     """Steps run since the host last waited for the GPUs: their start, samples, data
-    wait and loss (a tensor on the device until read)."""
+    wait, loss (a tensor on the device until read) and whether each ended an optimizer
+    step."""
 
     def __init__(self) -> None:
-        self.steps: list[tuple[int, float, torch.Tensor | None]] = []
+        self.steps: list[tuple[int, float, torch.Tensor | None, bool]] = []
         self.started = 0.0
 
-    def add(self, started: float, samples: int, data_seconds: float, loss: Any) -> None:
+    def add(
+        self,
+        started: float,
+        samples: int,
+        data_seconds: float,
+        loss: Any,
+        optimizer_step: bool = True,
+    ) -> None:
         if not self.steps:
             self.started = started
-        self.steps.append((samples, data_seconds, loss))
+        self.steps.append((samples, data_seconds, loss, optimizer_step))
 
     def observe(self, step_devices: list[torch.device], metrics: TrainerMetrics) -> list[float]:
         """Wait for the GPUs, observe every step of the window, and return its losses.
@@ -35,12 +43,12 @@ class StepWindow:
         if not self.steps:
             return []
         elapsed = time.perf_counter() - self.started
-        waited = sum(data for _, data, _ in self.steps)
+        waited = sum(data for _, data, _, _ in self.steps)
         compute = max(elapsed - waited, 0.0) / len(self.steps)
         losses = []
-        for samples, data_seconds, loss in self.steps:
+        for samples, data_seconds, loss, optimizer_step in self.steps:
             value = None if loss is None else float(loss)
-            metrics.observe_step(samples, data_seconds, compute, value)
+            metrics.observe_step(samples, data_seconds, compute, value, optimizer_step)
             if value is not None:
                 losses.append(value)
         self.steps = []

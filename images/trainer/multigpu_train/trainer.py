@@ -25,18 +25,18 @@ from collections.abc import Iterable, Sized
 from dataclasses import dataclass, field
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from multigpu_train import checkpoint, devices
+from multigpu_train import checkpoint, devices, distributed
 from multigpu_train.config import TrainConfig
 from multigpu_train.data import Data
 from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.metrics import TrainerMetrics
 from multigpu_train.sampling import ResumableSampler
+from multigpu_train.step_count import EpochShape, StepCount, epoch_batches
 from multigpu_train.step_window import StepWindow
-from multigpu_train.steps import RankStage, Step
+from multigpu_train.steps import Step
 from multigpu_train.world import World
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,8 @@ class Trainer:
         self.epoch = 0
         self.position = 0
         self.seed = run.cfg.seed
+        # The job's optimizer steps, reported as its progress.
+        self.count = StepCount(run.metrics.progress)
         # Where a step's work runs: a step's time is taken once they are all done.
         self.step_devices = devices.devices_of(model, run.device)
 
@@ -133,6 +135,7 @@ class Trainer:
             optimizer=optimizer,
             seed=self.seed,
             world_size=world.world_size,
+            step=self.count.done,
             position=self.position,
             # Equal on every stage of a pipeline: their scalers skip steps together.
             grad_scaler=self.step.precision.state_dict(),
@@ -160,7 +163,7 @@ class Trainer:
         if rank_stage is not None:
             weights = {name: weights[name] for name in self.model.state_dict()}
         self.model.load_state_dict(weights)
-        optimizer = _optimizer_share(state["optimizer"], rank_stage)
+        optimizer = checkpoint.optimizer_share(state["optimizer"], rank_stage)
         if optimizer is not None:
             self.optimizer.load_state_dict(optimizer)
         else:
@@ -174,6 +177,7 @@ class Trainer:
         self.epoch = int(state["epoch"])
         self.position = checkpoint.position_of(state)
         self.seed = int(state["sampler"]["seed"])
+        self.count.loaded(checkpoint.step_of(state))
 
     def resume(self) -> None:
         """Load the latest checkpoint, when there is one: rank 0 reads it for everyone.
@@ -185,25 +189,26 @@ class Trainer:
         cfg, world, barrier = self.run.cfg, self.run.world, self.run.barrier
         if cfg.checkpoint_dir is None:
             return
-        state = checkpoint.load_on_rank0(cfg.checkpoint_dir, world.rank)
-        barrier.wait("reading")
-        rank_stage = self.step.rank_stage
-        if rank_stage is None:
-            state = barrier.broadcast(state)
-        else:
-            names = barrier.gather(list(self.model.state_dict()))
-            shares = None
-            if names is not None:  # rank 0
-                shares = [
-                    checkpoint.stage_share(state, stage_names, i, len(names))
-                    if state is not None
-                    else None
-                    for i, stage_names in enumerate(names)
-                ]
-            state = barrier.scatter(shares)
-        if state is None:
-            return
-        self.load_state_dict(state)
+        with self.run.metrics.progress.checkpointing():  # the others' waits too
+            state = checkpoint.load_on_rank0(cfg.checkpoint_dir, world.rank)
+            barrier.wait("reading")
+            rank_stage = self.step.rank_stage
+            if rank_stage is None:
+                state = barrier.broadcast(state)
+            else:
+                names = barrier.gather(list(self.model.state_dict()))
+                shares = None
+                if names is not None:  # rank 0
+                    shares = [
+                        checkpoint.stage_share(state, stage_names, i, len(names))
+                        if state is not None
+                        else None
+                        for i, stage_names in enumerate(names)
+                    ]
+                state = barrier.scatter(shares)
+            if state is None:
+                return
+            self.load_state_dict(state)
         self.run.metrics.checkpointed(float(state["saved_at"]))
         log.info(
             "resumed from epoch %d%s (checkpoint of world size %d, now %d)",
@@ -223,12 +228,13 @@ class Trainer:
         directory = self.run.cfg.checkpoint_dir
         if directory is None:
             return
-        state = self.state_dict()
-        if state is not None:
-            saved_at = checkpoint.save_on_rank0(self.run.world.rank, directory, state)
-            if saved_at is not None:
-                self.run.metrics.checkpointed(saved_at)
-        self.run.barrier.wait("writing")
+        with self.run.metrics.progress.checkpointing():  # the others' waits too
+            state = self.state_dict()
+            if state is not None:
+                saved_at = checkpoint.save_on_rank0(self.run.world.rank, directory, state)
+                if saved_at is not None:
+                    self.run.metrics.checkpointed(saved_at)
+            self.run.barrier.wait("writing")
 
     # -- the loop ------------------------------------------------------------------
 
@@ -245,6 +251,7 @@ class Trainer:
             # In fp16 unscaled first, and skipped if a gradient overflowed.
             self.step.precision.step(self.optimizer)
             self.optimizer.zero_grad(set_to_none=True)
+            self.count.stepped()
         return loss
 
     def run_epoch(self, batches: Iterable[Batch]) -> EpochResult:
@@ -264,12 +271,10 @@ class Trainer:
         """
         cfg, device, metrics = self.run.cfg, self.run.device, self.run.metrics
         inputs_to = self.run.inputs_to
-        per_batch = cfg.batch_size * self._readers
-        done_before = -(-self.position // per_batch)
-        limit = max(cfg.steps_per_epoch - done_before, 0) if cfg.steps_per_epoch else 0
-        total = len(batches) if isinstance(batches, Sized) else 0
-        if cfg.steps_per_epoch:
-            total = min(total, limit) if total else limit
+        available = len(batches) if isinstance(batches, Sized) else None
+        done_before, limit, total = epoch_batches(
+            self.position, cfg.batch_size * self._readers, cfg.steps_per_epoch, available
+        )
         checkpoint_every = cfg.checkpoint_every_steps * cfg.grad_accum_steps
         self.model.train()
         losses: list[float] = []
@@ -289,7 +294,7 @@ class Trainer:
             in_epoch = done_before + index + 1  # this batch's number in the epoch, from 1
             last_of_group = in_epoch % cfg.grad_accum_steps == 0 or index + 1 == total
             loss = self.run_batch(x, y, optimizer_step=last_of_group)
-            window.add(t0, len(y), t1 - t0, loss)
+            window.add(t0, len(y), t1 - t0, loss, last_of_group)
             samples += len(y)
             index += 1
             self.position += len(y) * self._readers
@@ -320,18 +325,21 @@ class Trainer:
             if logits is not None:
                 correct += int((logits.argmax(dim=1).cpu() == y).sum())
                 total += len(y)
-        accuracy = _global_accuracy(correct, total, device)
+        accuracy = distributed.global_accuracy(correct, total, device)
         self.run.metrics.test_accuracy.set(accuracy)
         log.info("final test_accuracy=%.4f world_size=%d", accuracy, world.world_size)
         return accuracy
 
     def train(self, data: Data) -> float:
         """Train from the checkpoint's epoch (or the first) to ``--epochs``; the test accuracy."""
-        cfg, world, metrics = self.run.cfg, self.run.world, self.run.metrics
+        cfg, world = self.run.cfg, self.run.world
         self.resume()
         train_batches, sampler, test_batches = self._loaders(data)
+        samples: int = len(data.train)  # type: ignore[arg-type]
+        shape = EpochShape.of(cfg, samples, self._readers, self.step.rank_stage is not None)
+        self.count.start(shape, self.epoch, self.position, cfg.epochs)
         while self.epoch < cfg.epochs:
-            metrics.epoch.set(self.epoch)
+            self.count.epoch_started(self.epoch, self.position, cfg.epochs)
             # By epoch, or every epoch would shuffle the same way; from the position a
             # checkpoint within this epoch recorded.
             sampler.set_position(self.epoch, self.position)
@@ -393,22 +401,3 @@ class Trainer:
             # Workers start once, not every epoch.
             persistent_workers=cfg.data_workers > 0,
         )
-
-
-def _optimizer_share(
-    saved: checkpoint.State | list[checkpoint.State] | None, rank_stage: RankStage | None
-) -> checkpoint.State | None:
-    """This process's optimizer state from a checkpoint, if written for this layout."""
-    if rank_stage is None:
-        return saved if isinstance(saved, dict) else None
-    if isinstance(saved, list) and len(saved) == rank_stage.count:
-        return saved[rank_stage.index]
-    return None
-
-
-def _global_accuracy(correct: int, total: int, device: torch.device) -> float:
-    """Accuracy over every rank's counts (an all-reduce when distributed)."""
-    counts = torch.tensor([correct, total], dtype=torch.float64, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(counts)
-    return float(counts[0] / counts[1]) if counts[1] > 0 else float("nan")
