@@ -184,3 +184,20 @@ def test_a_gpu_health_taint_restarts_the_job_uncounted_and_off_the_node(
     finally:
         pool.untaint(bad, GPU_HEALTH)
     assert_recovered_off(jobs, pool, bad, "GPUUnhealthy")
+
+
+def test_a_gpu_reported_unhealthy_in_the_pod_status_restarts_the_job_uncounted_and_off_the_node(
+    operator: OperatorProcess, jobs: JobEnv, pool: Pool
+) -> None:
+    jobs.apply(pool.job("train"))
+    first = wait_for(lambda: running_attempt(jobs, "train", 1), "attempt 1 running", timeout=120)
+    victim = first[3]
+    bad = victim.spec.node_name
+    jobs.annotate(
+        victim.metadata.name,
+        {f"{SIM}/gpu-unhealthy-after": "0s", f"{SIM}/gpu-device": "GPU-3f1c"},
+    )
+    assert_recovered_off(jobs, pool, bad, "GPUUnhealthy")
+    last = jobs.status("train")["lastFailure"]
+    # The device the kubelet named: the API server kept allocatedResourcesStatus.
+    assert (last["pod"], last["device"]) == (victim.metadata.name, "GPU-3f1c")
