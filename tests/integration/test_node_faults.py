@@ -10,7 +10,8 @@ The faults, as the cluster makes them:
 - unreachable: the taint the node lifecycle controller puts on a node that stopped
   reporting. Here the node's kwok heartbeat goes on, so that controller removes the taint
   again at its next pass (every node-monitor-period, 5 s on this cluster): the job's pods
-  tolerate it for 0 s, so the taint-eviction controller evicts them before that.
+  tolerate it for 0 s, so the taint-eviction controller evicts them before that, and the
+  test puts the taint back until the job has seen the fault.
 - a GPU health taint (what NVIDIA's fault quarantine puts on a node with a bad GPU): no
   pod tolerates it, the taint-eviction controller evicts them at once.
 - the kubelet reporting a pod's GPU Unhealthy in containerStatuses[].
@@ -102,7 +103,9 @@ def pool(jobs: JobEnv) -> Iterator[Pool]:
         cluster.wait_nodes_ready(list(names), timeout=120)
         yield Pool(name, names, jobs.core)
     finally:
-        # The pods first (at once), so no pod is left bound to a node that is gone.
+        # The jobs and their pods first (at once), so no pod is left bound to a node that
+        # is gone; the operator is still running and would replace pods of a live job.
+        cluster.kubectl("delete", "-n", jobs.namespace, "multigpujobs", "--all", "--wait=false")
         jobs.core.delete_collection_namespaced_pod(jobs.namespace, grace_period_seconds=0)
         cluster.kubectl("delete", "node", *names, "--wait=false", check=False)
 
