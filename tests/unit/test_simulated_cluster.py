@@ -35,6 +35,7 @@ def test_every_lifecycle_step_has_a_stage() -> None:
         "mgj-pod-succeed",
         "mgj-pod-fail",
         "mgj-pod-fail-at-start",
+        "mgj-pod-gpu-unhealthy",
     }
 
 
@@ -46,6 +47,9 @@ def test_every_lifecycle_step_has_a_stage() -> None:
         ("mgj-pod-fail-at-start", "sim.multigpu.dev/fail-at-start", "Exists"),
         ("mgj-pod-succeed", "sim.multigpu.dev/fail-after", "DoesNotExist"),
         ("mgj-pod-fail", "sim.multigpu.dev/fail-after", "Exists"),
+        ("mgj-pod-succeed", "sim.multigpu.dev/gpu-unhealthy-after", "DoesNotExist"),
+        ("mgj-pod-gpu-unhealthy", "sim.multigpu.dev/gpu-unhealthy-after", "Exists"),
+        ("mgj-pod-gpu-unhealthy", "sim.multigpu.dev/fail-after", "DoesNotExist"),
     ],
 )
 def test_annotation_stages_are_mutually_exclusive(
