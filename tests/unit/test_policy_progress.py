@@ -165,3 +165,26 @@ def test_published_only_when_allowed(
     assert (outcome.status.progress is not None) == written
     if written and given is not None:
         assert outcome.status.progress == job_progress(given)
+
+
+@pytest.mark.parametrize(
+    ("resumed", "shown_before", "events"),
+    [
+        pytest.param(
+            350,
+            None,
+            [("Normal", "Resumed", "attempt 1 resumed from its checkpoint at step 350")],
+            id="first-report-of-a-resumed-attempt",
+        ),
+        pytest.param(350, 350, [], id="said-once"),
+        pytest.param(None, None, [], id="started-fresh"),
+    ],
+)
+def test_a_resumed_attempt_is_an_event(
+    resumed: int | None, shown_before: int | None, events: list[tuple[str, str, str]]
+) -> None:
+    before = {"step": 400, "summary": "step 400", "resumedStep": shown_before}
+    previous = {**RUNNING, "progress": {k: v for k, v in before.items() if v is not None}}
+    seen = observed(previous=previous, now=100, training=report(publish=True, resumed_step=resumed))
+    outcome = published_progress(seen, Phase.RUNNING)
+    assert [(e.type, e.reason, e.message) for e in outcome.changes] == events

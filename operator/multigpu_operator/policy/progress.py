@@ -5,6 +5,8 @@ A pass writes it only when the operator's budget of progress writes allows one
 write budget) or when the job leaves Running, so that its last progress is kept;
 any other pass leaves the previous status.progress as it was. A report of another
 attempt than the one the pass started with (a stale read across a restart) is ignored.
+The first report of an attempt that resumed from a checkpoint also posts a Resumed Event
+naming the step.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import timedelta
 
 from multigpu_operator.api.progress import JobProgress
 from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
+from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.step import Observed, Outcome
 from multigpu_operator.policy.timestamps import rfc3339
 from multigpu_operator.policy.training import TrainingReport
@@ -33,7 +36,14 @@ def published_progress(seen: Observed, phase: Phase) -> Outcome:
     leaving = seen.previous_phase is Phase.RUNNING and phase is not Phase.RUNNING
     if not (report.publish or leaving):
         return Outcome()
-    return Outcome(status=JobStatus(progress=job_progress(report)))
+    shown = job_progress(report)
+    before = (seen.previous.get("progress") or {}).get("resumedStep")
+    if shown.resumed_step and shown.resumed_step != before:
+        said = f"attempt {report.attempt} resumed from its checkpoint at step {shown.resumed_step}"
+        return Outcome(
+            status=JobStatus(progress=shown), changes=(Event("Normal", "Resumed", said),)
+        )
+    return Outcome(status=JobStatus(progress=shown))
 
 
 def job_progress(report: TrainingReport) -> JobProgress:
