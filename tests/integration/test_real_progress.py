@@ -35,7 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples/storage/cpu-ddp-checkpoint-pvc.yaml"
 NAME = "progress"
 STALL_DEADLINE = 30
-STEPS, CHECKPOINT_EVERY = 600, 50
+# About 0.6 s an epoch on an idle machine (the digits data, 2 ranks): long enough to lose a
+# pod, resume and freeze a rank before the end; a checkpoint every few seconds.
+EPOCHS, CHECKPOINT_EVERY = 200, 200
 
 
 @pytest.fixture
@@ -86,8 +88,7 @@ def job() -> dict[str, Any]:
     }
     trainer = manifest["spec"]["template"]["spec"]["containers"][0]
     trainer["args"] = [
-        "--epochs", "1", "--steps-per-epoch", str(STEPS),
-        "--checkpoint-every-steps", str(CHECKPOINT_EVERY),
+        "--epochs", str(EPOCHS), "--checkpoint-every-steps", str(CHECKPOINT_EVERY),
     ]  # fmt: skip
     return on_real_node(manifest)
 
@@ -127,8 +128,8 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
         timeout=240,
         interval=1,
     )
-    assert first["totalSteps"] == STEPS
-    assert first["summary"].endswith("%")
+    total = first["totalSteps"]
+    assert first["summary"] == f"{first['step'] * 100 // total}%"
     wait_for(lambda: (checkpoints / "checkpoint.pt").exists(), "a checkpoint on disk")
 
     # A pod lost mid-run: a new attempt, which resumes where the checkpoint was.
@@ -176,9 +177,9 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
         status = real.status(NAME)
         return status if status.get("phase") in ("Succeeded", "Failed") else None
 
-    status = wait_for(finished, f"{NAME} finished", timeout=420, interval=1)
+    status = wait_for(finished, f"{NAME} finished", timeout=600, interval=1)
     log = pod_log(real.cluster, real.namespace, f"{NAME}-0")
     assert status["phase"] == "Succeeded", (status, log[-3000:])
     assert status["attempt"] == attempt + 1
     assert status["progress"]["resumedStep"] >= CHECKPOINT_EVERY
-    assert status["progress"]["step"] == STEPS
+    assert status["progress"]["step"] == total

@@ -281,12 +281,18 @@ class FakeCluster:
 
     @write
     async def create(
-        self, kind: Kind, namespace: str | None, body: Mapping[str, Any], dry_run: bool = False
+        self,
+        kind: Kind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        read_back: bool = True,
     ) -> dict[str, Any] | None:
         name = body["metadata"]["name"]
         await self._call("dry-run" if dry_run else "create", kind, namespace, name)
         if dry_run:
-            return copy.deepcopy(dict(body))  # accepted unless a test made it fail; not stored
+            # Accepted unless a test made it fail; not stored.
+            return copy.deepcopy(dict(body)) if read_back else {}
         if self._key(kind, namespace, name) in self.objects[kind]:
             return None
         created = copy.deepcopy(dict(body))
@@ -295,7 +301,8 @@ class FakeCluster:
         if kind == PODS:
             created.setdefault("spec", {})
             created["status"] = {"phase": "Pending"}
-        return copy.deepcopy(self._store(kind, self._created(kind, created), "ADDED"))
+        stored = self._store(kind, self._created(kind, created), "ADDED")
+        return copy.deepcopy(stored) if read_back else {}
 
     @write
     async def replace(self, kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:

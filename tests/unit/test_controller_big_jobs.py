@@ -78,14 +78,18 @@ async def test_a_big_job_is_planned_off_the_loop_and_created_in_batches(
     create = cluster.create
 
     async def counting_create(
-        kind: Kind, namespace: str | None, body: Mapping[str, Any], dry_run: bool = False
+        kind: Kind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        read_back: bool = True,
     ) -> dict[str, Any] | None:
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
         try:
             await asyncio.sleep(0.001)  # a request takes a while: requests overlap
-            return await create(kind, namespace, body, dry_run)
+            return await create(kind, namespace, body, dry_run, read_back)
         finally:
             in_flight -= 1
 

@@ -56,7 +56,7 @@ async def create_service(
 ) -> Invalid | Forbidden | None:
     """Create the job's Service; the refusal, if the server refused it."""
     try:
-        await cluster.create(SERVICES, key[0], service)
+        await cluster.create(SERVICES, key[0], service, read_back=False)
     except (Invalid, Forbidden) as err:
         if not _refusal(err):
             raise
@@ -73,7 +73,8 @@ async def create_pods(
     for start in range(0, len(pods), CREATE_BATCH):
         batch = pods[start : start + CREATE_BATCH]
         results = await asyncio.gather(
-            *(cluster.create(PODS, key[0], pod) for pod in batch), return_exceptions=True
+            *(cluster.create(PODS, key[0], pod, read_back=False) for pod in batch),
+            return_exceptions=True,
         )
         for pod, result in zip(batch, results, strict=True):
             if not isinstance(result, BaseException):
@@ -124,7 +125,7 @@ class TemplateChecks:
         if pod is None:
             return None
         try:
-            await self._cluster.create(PODS, job.ref.namespace, pod, dry_run=True)
+            await self._cluster.create(PODS, job.ref.namespace, pod, dry_run=True, read_back=False)
         except (Invalid, Forbidden) as err:
             refused = _refusal(err)
             if refused is None:

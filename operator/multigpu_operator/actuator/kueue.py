@@ -54,7 +54,7 @@ class WorkloadWrites:
                     return priority_class_missing(name)
                 priority = PriorityClass(name, int(found.get("value", 0)))
             body = build_workload(job, desired, priority)
-            await self._cluster.create(WORKLOADS, namespace, body)
+            await self._cluster.create(WORKLOADS, namespace, body, read_back=False)
             self._kueue.informer.created((namespace, job.ref.name), body)
             return None
         assert workload is not None

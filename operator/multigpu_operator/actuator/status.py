@@ -74,7 +74,7 @@ class StatusWrites:
             now = datetime.now(UTC)
             posted = event_body(body, event.type, event.reason, event.message, now, instance)
             try:
-                await self.cluster.create(EVENTS, meta["namespace"], posted)
+                await self.cluster.create(EVENTS, meta["namespace"], posted, read_back=False)
             except (NamespaceTerminating, NotFound) as err:
                 # The namespace is going or gone, and the job with it: nobody reads it.
                 log.debug("event %s on %s not posted: %s", event.reason, meta["name"], err.message)

@@ -9,8 +9,11 @@ description once for the API server, offline validation and the typed job alike.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import functools
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar, cast
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -43,6 +46,36 @@ class StatusModel(ApiModel):
 
     model_config = ConfigDict(**ApiModel.model_config, extra="forbid")
     model_config["json_schema_extra"] = _no_additional
+
+
+M = TypeVar("M", bound=ApiModel)
+
+# Models read, by their JSON: the statuses of the jobs whose passes run close together.
+READ_CACHED = 512
+# Datetimes, dataclasses and subclasses (enums) are not JSON as the API server sends it:
+# such values are validated as they are, uncached.
+_ONLY_JSON = (
+    orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def read_cached(model: type[M], stored: Mapping[str, Any]) -> M:
+    """`model.model_validate(stored)`, validated once per distinct JSON: a job's status is
+    read by every pass and changes far less often. The model is shared, so it must never
+    be changed in place (ApiModels are frozen; nobody changes their lists)."""
+    try:
+        raw = orjson.dumps(stored, option=_ONLY_JSON)
+    except TypeError:
+        return model.model_validate(stored)
+    return cast(M, _validated(model, raw))
+
+
+@functools.lru_cache(maxsize=READ_CACHED)
+def _validated(model: type[ApiModel], raw: bytes) -> ApiModel:
+    # Validated as Python values, as an uncached read is (not in pydantic's JSON mode).
+    return model.model_validate(orjson.loads(raw))
 
 
 def defaulted_object(model: type[ApiModel]) -> Any:

@@ -84,11 +84,19 @@ class Kube:
             yield event
 
     async def create(
-        self, kind: Kind, namespace: str | None, body: Mapping[str, Any], dry_run: bool = False
+        self,
+        kind: Kind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        read_back: bool = True,
     ) -> dict[str, Any] | None:
         params = _write_params(kind, **({"dryRun": "All"} if dry_run else {}))
         try:
             with api_request("dry-run" if dry_run else "create", kind.plural):
+                if not read_back:
+                    await self.rest.call("POST", kind.path(namespace), params, body)
+                    return {}
                 return await self.rest.json("POST", kind.path(namespace), params, body)
         except Conflict:
             # AlreadyExists; a dry run checked the object all the same.

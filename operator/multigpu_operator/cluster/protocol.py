@@ -41,12 +41,19 @@ class Cluster(Protocol):
         ...
 
     async def create(
-        self, kind: Kind, namespace: str | None, body: Mapping[str, Any], dry_run: bool = False
+        self,
+        kind: Kind,
+        namespace: str | None,
+        body: Mapping[str, Any],
+        dry_run: bool = False,
+        read_back: bool = True,
     ) -> dict[str, Any] | None:
         """Create `body`; the object stored, or None if one of that name exists (a retry
         after a crash). With `dry_run`, only checked (validation, admission) and stored
         nowhere: an existing namesake is no error. Raises Invalid with the server's
-        message when it refuses the object, a Forbidden when admission does."""
+        message when it refuses the object, a Forbidden when admission does. Without
+        `read_back`, {} stands for the object stored: the answer is not decoded (a pod's
+        is the whole pod, and decoding them was a large part of the operator's CPU)."""
         ...
 
     async def replace(self, kind: Kind, body: Mapping[str, Any]) -> dict[str, Any]:

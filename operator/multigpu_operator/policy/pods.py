@@ -73,18 +73,41 @@ def phase_of_pod(pod: Mapping[str, Any]) -> str:
     """The pod's phase as the job counts it: a Running pod with a container that waits
     (a sidecar in CrashLoopBackOff, a container being restarted) is not running yet,
     so it counts as Pending; a job never says its pods run while one of them does not."""
-    phase = str(pod.get("status", {}).get("phase") or "Pending")
-    if phase == "Running" and waiting_containers(pod):
+    status = pod.get("status") or {}
+    phase = str(status.get("phase") or "Pending")
+    if phase == "Running" and _any_waiting(status):
         return "Pending"
     return phase
 
 
+def _any_waiting(status: Mapping[str, Any]) -> bool:
+    """Whether a container of the pod waits (waiting_containers, without the list: every
+    pass counts every pod's phase a few times)."""
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or ():
+            if (cs.get("state") or {}).get("waiting") is not None:
+                return True
+    return False
+
+
+_COUNTED = ("Running", "Succeeded", "Failed")
+
+
 def count_pods(pods: Sequence[Mapping[str, Any]]) -> ObservedPodCounts:
     """Pods being deleted are not counted: they are on their way out."""
-    phases = [phase_of_pod(p) for p in pods if not being_deleted(p)]
+    counts = dict.fromkeys(_COUNTED, 0)
+    pending = 0
+    for pod in pods:
+        if being_deleted(pod):
+            continue
+        phase = phase_of_pod(pod)
+        if phase in counts:
+            counts[phase] += 1
+        else:
+            pending += 1
     return ObservedPodCounts(
-        pending=sum(ph not in ("Running", "Succeeded", "Failed") for ph in phases),
-        running=phases.count("Running"),
-        succeeded=phases.count("Succeeded"),
-        failed=phases.count("Failed"),
+        pending=pending,
+        running=counts["Running"],
+        succeeded=counts["Succeeded"],
+        failed=counts["Failed"],
     )

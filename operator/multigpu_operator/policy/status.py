@@ -63,9 +63,12 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     kept = {k: v for k, v in seen.previous.items() if k not in (*_TRANSIENT, *_DERIVED)}
     status = JobStatus.read(kept).merged(decided.status)
     changes = [*decided.changes, *_phase_conditions(seen, progress, phase, running)]
+    # The fields this pass sets, validated and merged once (a JobStatus is validated
+    # when built, and a pass runs for every change of every pod).
+    fields: dict[str, Any] = {}
     present = {name_of(p) for p in current}
     if all(name_of(p) in present for p in seen.desired.pods):
-        status = status.merged(JobStatus(created_attempt=progress.attempt))
+        fields["created_attempt"] = progress.attempt
         if phase not in TERMINAL:
             msg = (
                 f"created {len(seen.desired.pods)} pods and the headless Service "
@@ -76,17 +79,20 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
             changes.append(condition(ConditionType.CREATED, True, "PodsCreated", msg))
     conditions = Conditions(seen.previous, job.generation, rfc3339(seen.now))
     conditions.apply(changes)
-    reason = phase_reason(phase, conditions.as_list())
+    listed = conditions.as_list()
+    reason = phase_reason(phase, listed)
     if reason:
-        status = status.merged(JobStatus(reason=reason))
+        fields["reason"] = reason
     if not (phase in TERMINAL and seen.previous_phase in TERMINAL):  # history stays put
-        records = _attempts(seen, progress, status, phase)
-        status = status.merged(JobStatus(attempts=records)) if records else status
+        records = _attempts(seen, progress, status, phase, reason or status.reason)
+        if records:
+            fields["attempts"] = records
     counts = count_pods(seen.live)
     world = running * spec.processes_per_replica if seen.elastic else seen.desired.world_size
     passed = JobStatus(
+        **fields,
         phase=phase,
-        conditions=conditions.as_list(),
+        conditions=listed,
         pods=counts.as_status(),
         replicas=counts.total,
         selector=names.job_selector(job.ref.name),
@@ -108,14 +114,16 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     )
 
 
-def _attempts(seen: Observed, progress: Progress, status: JobStatus, phase: Phase) -> list[Attempt]:
+def _attempts(
+    seen: Observed, progress: Progress, status: JobStatus, phase: Phase, reason_now: str | None
+) -> list[Attempt]:
     """status.attempts with the current attempt open, or closed once the job finished
     or was suspended; an attempt left without a failure (a resume, a requeue) ends for
-    what the job was in before."""
+    what the job was in before. `reason_now`: the status.reason this pass leaves."""
     finished = phase in TERMINAL
     ended = finished or phase is Phase.SUSPENDED
     before = str(seen.previous.get("reason") or seen.previous.get("phase") or "")
-    reason = (status.reason or str(phase)) if ended else before
+    reason = (reason_now or str(phase)) if ended else before
     runs = finished or phase is not Phase.SUSPENDED
     return brought_up_to_date(status, progress.attempt, seen.now, reason, ended=ended, runs=runs)
 

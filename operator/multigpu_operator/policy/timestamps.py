@@ -7,7 +7,9 @@ from typing import Any
 
 
 def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Formatted by hand: strftime takes twice as long, and every pass formats the time.
+    m = moment.astimezone(UTC)
+    return f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}Z"
 
 
 def parse_time(value: Any) -> datetime | None:
