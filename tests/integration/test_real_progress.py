@@ -181,5 +181,6 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
     log = pod_log(real.cluster, real.namespace, f"{NAME}-0")
     assert status["phase"] == "Succeeded", (status, log[-3000:])
     assert status["attempt"] == attempt + 1
+    # The last progress read stays in the status (read at most a round before the end).
     assert status["progress"]["resumedStep"] >= CHECKPOINT_EVERY
-    assert status["progress"]["step"] == total
+    assert moved["step"] < status["progress"]["step"] <= total
