@@ -37,7 +37,7 @@ NAME = "progress"
 STALL_DEADLINE = 30
 # About 0.6 s an epoch on an idle machine (the digits data, 2 ranks): long enough to lose a
 # pod, resume and freeze a rank before the end; a checkpoint every few seconds.
-EPOCHS, CHECKPOINT_EVERY = 200, 200
+EPOCHS, CHECKPOINT_EVERY = 150, 200
 
 
 @pytest.fixture
