@@ -89,6 +89,8 @@ def show_job(view: JobView) -> str:
         f"Phase:     {status.phase or 'new'}" + (f" ({status.reason})" if status.reason else ""),
         f"Attempt:   {status.attempt or 1}    Restarts: {status.restarts or 0}",
     ]
+    if status.progress is not None:
+        lines.append(f"Progress:  {progress_text(status)}")
     if view.pods:
         lines.append("Pods:")
         lines += [
@@ -100,12 +102,31 @@ def show_job(view: JobView) -> str:
 
 
 def job_table(views: list[JobView], now: datetime) -> str:
-    rows = [("NAME", "PHASE", "ATTEMPT", "AGE")] + [
-        (v.name, str(v.phase or "-"), str(v.status.attempt or "-"), _age(v.created, now))
+    rows = [("NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE")] + [
+        (
+            v.name,
+            str(v.phase or "-"),
+            str(v.status.attempt or "-"),
+            (v.status.progress.summary or "-") if v.status.progress else "-",
+            (v.status.progress.eta or "-") if v.status.progress else "-",
+            _age(v.created, now),
+        )
         for v in views
     ]
     width = max(len(r[0]) for r in rows) + 2
-    return "".join(f"{r[0]:<{width}}{r[1]:<12}{r[2]:<9}{r[3]}\n" for r in rows)
+    return "".join(f"{r[0]:<{width}}{r[1]:<12}{r[2]:<9}{r[3]:<12}{r[4]:<9}{r[5]}\n" for r in rows)
+
+
+def progress_text(status: JobStatus) -> str:
+    """E.g. "42% (step 1200 of 2876, ETA 1h12m)", "step 1200"; "" when none is known."""
+    shown = status.progress
+    if shown is None:
+        return ""
+    summary = shown.summary or f"step {shown.step}"
+    if not shown.total_steps:
+        return summary
+    eta = f", ETA {shown.eta}" if shown.eta else ""
+    return f"{summary} (step {shown.step} of {shown.total_steps}{eta})"
 
 
 def _age(created: str | None, now: datetime) -> str:
@@ -122,7 +143,8 @@ def status_line(name: str, status: JobStatus) -> str:
     pods = status.pods
     running = f", {pods.running or 0}/{status.replicas or '?'} pods running" if pods else ""
     why = f" ({status.reason})" if status.reason else ""
-    return f"{name}: {status.phase or 'new'}{why}, attempt {status.attempt or 1}{running}"
+    done = f", {progress_text(status)}" if status.progress else ""
+    return f"{name}: {status.phase or 'new'}{why}, attempt {status.attempt or 1}{running}{done}"
 
 
 def wait(client: Client, name: str, phase: Phase, timeout: float | None, out: TextIO) -> int:

@@ -17,7 +17,7 @@ import yaml
 from aiohttp import web
 
 from multigpu_operator import cli, cli_jobs
-from multigpu_operator.api.status import Phase
+from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.client import (
     AsyncClient,
     Client,
@@ -230,7 +230,7 @@ def test_mgj_submit_get_describe_delete(
     assert "node-a" in out
     code, out, _ = mgj(capsys, "get")
     assert code == 0
-    assert out.splitlines()[0].split() == ["NAME", "PHASE", "ATTEMPT", "AGE"]
+    assert out.splitlines()[0].split() == ["NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE"]
     assert out.splitlines()[1].split()[:2] == ["train", "Pending"]
     api.jobs["train"]["status"] = {
         "phase": "Pending",
@@ -343,3 +343,20 @@ def test_mgj_wait_on_a_terminal_rewrites_one_status_line(api: ApiServer) -> None
     shown = out.getvalue()
     assert shown.count("\r\033[K") == 3
     assert shown.endswith("\ntrain is Succeeded\n")
+
+
+@pytest.mark.parametrize(
+    ("progress", "text"),
+    [
+        ({"step": 1200, "summary": "step 1200"}, "step 1200"),
+        (
+            {"step": 1200, "totalSteps": 2876, "summary": "41%", "eta": "1h12m"},
+            "41% (step 1200 of 2876, ETA 1h12m)",
+        ),
+        ({"step": 5, "totalSteps": 10, "summary": "50%"}, "50% (step 5 of 10)"),
+    ],
+)
+def test_progress_shows_in_get_and_wait(progress: dict[str, Any], text: str) -> None:
+    status = JobStatus.model_validate({"phase": "Running", "attempt": 1, "progress": progress})
+    assert cli_jobs.progress_text(status) == text
+    assert cli_jobs.status_line("train", status).endswith(f", {text}")
