@@ -134,6 +134,7 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
 
     # A pod lost mid-run: a new attempt, which resumes where the checkpoint was.
     real.cluster.kubectl("delete", "pod", "-n", real.namespace, f"{NAME}-1", "--wait=false")
+    lost_at = time.monotonic()
     resumed = wait_for(
         lambda: (
             real.status(NAME).get("attempt", 1) >= 2
@@ -144,6 +145,9 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
         timeout=240,
         interval=1,
     )
+    # Seen at the first read that shows it: up to a round (15 s) after the ranks resumed.
+    shown = time.monotonic() - lost_at
+    print(f"pod deleted -> the new attempt's resumed progress shown: {shown:.1f} s")
     assert resumed["resumedStep"] >= CHECKPOINT_EVERY
     assert resumed["step"] >= resumed["resumedStep"]
     moved = wait_for(
@@ -169,6 +173,7 @@ def test_a_lost_pod_resumes_from_the_checkpoint_and_a_frozen_rank_is_named_and_r
         detected = time.monotonic() - frozen_at
     finally:
         os.kill(pid, signal.SIGCONT)  # whatever happened, let the kubelet end it
+    print(f"rank frozen -> Stalled: {detected:.1f} s (deadline {STALL_DEADLINE} s)")
     assert detected <= STALL_DEADLINE + 30, detected
     assert "rank 1" in stalled["message"], stalled
     assert f"{NAME}-1" in stalled["message"], stalled
