@@ -397,6 +397,8 @@ def test_printer_columns(
         "PHASE",
         "REASON",
         "RESTARTS",
+        "PROGRESS",
+        "ETA",
         "AGE",
     ]
     assert out[0].split() == header
