@@ -5,6 +5,7 @@ duration takes no time."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -155,6 +156,25 @@ async def test_a_graceful_release_hands_over_at_the_next_try() -> None:
     assert asyncio.get_running_loop().time() - start <= TIMINGS.retry_period * (1 + JITTER)
     assert lease.record is not None
     assert lease.record.transitions == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime
+@pytest.mark.parametrize(("holder", "released"), [("a", True), ("b", False)])
+async def test_a_release_after_a_renewal_it_never_saw_answered_reads_the_lease_again(
+    holder: str, released: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A stop cuts a renewal short after the server wrote it: the version a holds is stale.
+    lease = MemoryLease()
+    a = elector(lease, "a")
+    await a.acquire()
+    assert lease.record is not None
+    behind = replace(lease.record, holder=holder)
+    await lease.store("other").write(behind, str(lease.version))
+    await a.release()
+    assert lease.record is not None
+    assert lease.record.holder == ("" if released else "b")
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 @pytest.mark.asyncio

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-from multigpu_operator.cluster.errors import ClusterError
+from multigpu_operator.cluster.errors import ClusterError, Conflict
 from multigpu_operator.election.lease_rules import (
     LeaseRecord,
     LeaseTimings,
@@ -116,10 +116,25 @@ class LeaderElector:
         self.leading = False
         try:
             async with asyncio.timeout(RELEASE_SECONDS):
-                await self._store.write(released(self._record, self._now()), self._version)
-            log.info("released the Lease")
+                if await self._release(self._record):
+                    log.info("released the Lease")
         except (ClusterError, TimeoutError) as err:
             log.warning("could not release the Lease (%r); it expires on its own", err)
+
+    async def _release(self, record: LeaseRecord) -> bool:
+        """Write the released record; False when the Lease turned out not to be ours."""
+        try:
+            await self._store.write(released(record, self._now()), self._version)
+            return True
+        except Conflict:
+            # A renewal cut short by the stop may have been written after all, so the
+            # version we hold is stale: read the Lease again and release it if still ours.
+            latest, version = await self._store.read()
+            if latest is None or latest.holder != self.identity:
+                log.info("the Lease is no longer ours: nothing to release")
+                return False
+            await self._store.write(released(latest, self._now()), version)
+            return True
 
     def contact_age(self) -> float | None:
         """Seconds since the API server last answered about the Lease."""
