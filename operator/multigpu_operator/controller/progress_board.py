@@ -61,6 +61,16 @@ class Target:
     pods: tuple[Mapping[str, Any], ...]  # running pods of the attempt, by replica index
 
 
+@dataclass(frozen=True)
+class _Served:
+    """What a job's plan says of its processes, for the spec (uid, generation) it was read at."""
+
+    spec: tuple[Any, Any]
+    port: int  # 0: the job serves no metrics
+    processes: int
+    elastic: bool
+
+
 @dataclass
 class _Job:
     report: TrainingReport
@@ -87,6 +97,7 @@ class ProgressBoard:
         self._clock = clock
         self._budget = max(1, round(writes_per_second * PROGRESS_READ_SECONDS))
         self._seen: dict[JobKey, _Job] = {}
+        self._served_at: dict[JobKey, _Served] = {}
         self._reads = asyncio.Semaphore(CONCURRENT_READS)
 
     def report(self, key: JobKey) -> TrainingReport | None:
@@ -101,6 +112,7 @@ class ProgressBoard:
 
     def forget(self, key: JobKey) -> None:
         self._seen.pop(key, None)
+        self._served_at.pop(key, None)
 
     async def run(self) -> None:
         while True:
@@ -119,6 +131,8 @@ class ProgressBoard:
         ]
         for key in self._seen.keys() - set(running):
             del self._seen[key]
+        for key in self._served_at.keys() - set(running):
+            del self._served_at[key]
         await asyncio.gather(*(self._read_job(key) for key in running))
         self._publish()
 
@@ -173,22 +187,40 @@ class ProgressBoard:
             seen.shown_step, seen.shown_at = seen.report.step, now
             self._enqueue(key)
 
-    async def _target(self, key: JobKey, body: Mapping[str, Any]) -> Target | None:
+    async def _served(self, key: JobKey, body: Mapping[str, Any]) -> _Served | None:
+        """Where the job's processes serve, kept per spec: planning again each round would
+        cost every running job a plan, and evict the plans its passes need."""
+        meta = body["metadata"]
+        spec = (meta.get("uid"), meta.get("generation"))
+        known = self._served_at.get(key)
+        if known is not None and known.spec == spec:
+            return known
         planned = await self._plans.plan(body)
         if isinstance(planned, str) or not planned[1].pods:
             return None
         job, desired = planned
-        container = _trainer(desired.pods[0])
-        port = metrics_port(container.get("env") or [])
-        if not port:
+        containers: Sequence[Mapping[str, Any]] = desired.pods[0]["spec"]["containers"]
+        container = containers[trainer_index(containers)]
+        served = _Served(
+            spec,
+            metrics_port(container.get("env") or []),
+            _processes(container),
+            job.spec.mode is Mode.ELASTIC,
+        )
+        self._served_at[key] = served
+        return served
+
+    async def _target(self, key: JobKey, body: Mapping[str, Any]) -> Target | None:
+        served = await self._served(key, body)
+        if served is None or not served.port:
             return None
         attempt = int((body.get("status") or {}).get("attempt", 1))
-        elastic = job.spec.mode is Mode.ELASTIC  # its members are the pods of every attempt
         pods = sorted(
             (
                 p
                 for p in self._pods.pods_of(key)
-                if (attempt_of(p) <= attempt if elastic else attempt_of(p) == attempt)
+                # An Elastic job's members are the pods of every attempt.
+                if (attempt_of(p) <= attempt if served.elastic else attempt_of(p) == attempt)
                 and not being_deleted(p)
                 and (p.get("status") or {}).get("phase") == "Running"
                 and (p.get("status") or {}).get("podIP")
@@ -197,7 +229,7 @@ class ProgressBoard:
         )
         if not pods:
             return None
-        return Target(attempt, port, _processes(container), tuple(pods))
+        return Target(attempt, served.port, served.processes, tuple(pods))
 
     async def _read(self, pod: Mapping[str, Any], port: int) -> dict[str, float] | None:
         async with self._reads:
@@ -257,11 +289,6 @@ def _process(
         step=int(read[gauges.STEP]) if read is not None and answered else None,
         checkpointing=bool(read and read.get(gauges.CHECKPOINTING, 0.0) >= 1),
     )
-
-
-def _trainer(pod: Mapping[str, Any]) -> Mapping[str, Any]:
-    containers: Sequence[Mapping[str, Any]] = pod["spec"]["containers"]
-    return containers[trainer_index(containers)]
 
 
 def _processes(container: Mapping[str, Any]) -> int:
