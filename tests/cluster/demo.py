@@ -1,12 +1,15 @@
 """`make demo`: the operator running in the local cluster, a DDP job training on real pods.
 
 Starts (or reuses) the local cluster: simulated GPU nodes (kwok) and one real node
-(containerd, kubelet) that holds the images `make images` built. Installs the Helm chart,
-so the operator runs as a pod on the real node and stays running; applies the CPU
-DistributedDataParallel example there, where two real pods train it, and every other
-example, whose pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs
-and final accuracy, and how to reach everything afterwards. `make cluster-down` removes it
-all.
+(containerd, kubelet) that holds the images `make images` built. In the demo the real node
+is the only node a CPU-only pod can land on (the simulated GPU nodes carry the
+`nvidia.com/gpu` taint that GPU pods tolerate, and the demo has no simulated CPU node), so
+a user's own CPU job, applied as written, really runs. Installs the Helm chart, so the
+operator runs as a pod on the real node and stays running; applies the CPU
+DistributedDataParallel example, which two real pods train, and every GPU example, whose
+pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs and final
+accuracy, which jobs ran for real, and how to reach everything afterwards.
+`make cluster-down` removes it all.
 """
 
 from __future__ import annotations
@@ -23,21 +26,26 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster.localcluster import LocalCluster
+from cluster.realnode_config import NODE_NAME, NODE_TAINT
 from cluster.tools import build_tools
-from support.real_pods import install_operator, on_real_node, pod_log
+from multigpu_operator.api.names import LABEL_JOB_NAME
+from support.real_pods import install_operator, pod_log
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "demo"
 CHART_NAMESPACE = "multigpu-system"
 RELEASE = "demo"  # the chart names its objects demo-multigpu-operator
 REAL_EXAMPLE = REPO / "examples/cpu-ddp.yaml"
+# CPU-only too, but its script is not in the trainer image: `mgj run --local` runs it.
+LOCAL_ONLY_EXAMPLES = {REPO / "examples/tutorial-script.yaml"}
 TRAIN_TIMEOUT = 600
 
 
 def main() -> int:
     cluster = LocalCluster(build_tools())
-    cluster.up()
+    cluster.up(cpu_nodes=0)
     kubectl = cluster.kubectl
+    real_node_takes_cpu_jobs(cluster)
     install_operator(cluster, RELEASE, CHART_NAMESPACE)
     # Helm installs crds/ only when missing; apply the current CRD as after a chart upgrade.
     cluster.install_crds(REPO / "charts/multigpu-operator/crds")
@@ -47,9 +55,11 @@ def main() -> int:
     kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true")
     kubectl("create", "namespace", NAMESPACE)
 
-    real = on_real_node(yaml.safe_load(REAL_EXAMPLE.read_text()))
-    kubectl("apply", "-n", NAMESPACE, "-f", "-", stdin=json.dumps(real))
-    simulated = [p for p in sorted((REPO / "examples").glob("*.yaml")) if p != REAL_EXAMPLE]
+    # As a user applies it: nothing in the file places it on the real node.
+    real = yaml.safe_load(REAL_EXAMPLE.read_text())
+    kubectl("apply", "-n", NAMESPACE, "-f", str(REAL_EXAMPLE))
+    skipped = {REAL_EXAMPLE, *LOCAL_ONLY_EXAMPLES}
+    simulated = [p for p in sorted((REPO / "examples").glob("*.yaml")) if p not in skipped]
     for path in simulated:
         print(kubectl("apply", "-n", NAMESPACE, "-f", str(path)).stdout, end="")
     name = real["metadata"]["name"]
@@ -74,13 +84,42 @@ def main() -> int:
         f"\n{name} Succeeded on real pods: final test accuracy {accuracy[-1] if accuracy else '?'}"
     )
     print(kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout)
-    print(f"""Left running (until `make cluster-down`):
+    ran, simulated_jobs = jobs_by_node_kind(cluster)
+    print(f"""Ran for real (pods on {NODE_NAME}, containerd): {", ".join(ran) or "none"}
+Simulated (pods on kwok GPU nodes, no process runs): {", ".join(simulated_jobs) or "none"}
+A CPU-only job you apply (no GPUs: gpusPerReplica 0) runs for real on {NODE_NAME}, e.g.
+  kubectl apply -f examples/cpu-ddp.yaml    # or: .venv/bin/mgj submit examples/cpu-ddp.yaml
+A job that asks for GPUs lands on the simulated GPU nodes: its wiring is real, its training is not.
+
+Left running (until `make cluster-down`):
   export KUBECONFIG={cluster.kubeconfig}
   kubectl get mgj -A -w                                  # every job, as it changes
   kubectl -n {CHART_NAMESPACE} logs deploy/{operator}    # the operator
   kubectl -n {NAMESPACE} logs {name}-0                    # a trainer's log
   {cluster.tools.helm} -n {CHART_NAMESPACE} status {RELEASE}""")
     return 0
+
+
+def real_node_takes_cpu_jobs(cluster: LocalCluster) -> None:
+    """The demo's layout on a cluster that an earlier `make cluster-up` may have made: no
+    simulated CPU node, and the real node without the taint that keeps the tests' pods off
+    it (kubelet adds it only when the node first registers)."""
+    cluster.kubectl("delete", "nodes", "-l", "type=kwok,!nvidia.com/gpu.present",
+                    "--ignore-not-found", "--wait=false")  # fmt: skip
+    taint = f"{NODE_TAINT['key']}={NODE_TAINT['value']}:{NODE_TAINT['effect']}-"
+    cluster.kubectl("taint", "nodes", NODE_NAME, taint, check=False)  # absent: nothing to do
+
+
+def jobs_by_node_kind(cluster: LocalCluster) -> tuple[list[str], list[str]]:
+    """The demo's jobs whose pods ran on the real node, and the others."""
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)
+    real_jobs: set[str] = set()
+    for pod in pods["items"]:
+        job = pod["metadata"].get("labels", {}).get(LABEL_JOB_NAME)
+        if job and pod["spec"].get("nodeName") == NODE_NAME:
+            real_jobs.add(job)
+    jobs = sorted(phases_of(cluster))
+    return [j for j in jobs if j in real_jobs], [j for j in jobs if j not in real_jobs]
 
 
 def phases_of(cluster: LocalCluster) -> dict[str, str | None]:
