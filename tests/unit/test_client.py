@@ -323,6 +323,18 @@ def test_mgj_logs_of_one_replica(api: ApiServer, capsys: pytest.CaptureFixture[s
     assert "has no pod of replica 5 in attempt 1" in err
 
 
+def test_mgj_logs_follow_shows_the_jobs_status_on_stderr_when_piped(
+    api: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.jobs["train"] = {"metadata": {"name": "train"}, "status": {"phase": "Failed"}}
+    api.jobs["train"]["status"]["reason"] = "BackoffLimitExceeded"
+    api.pods = [pod(0)]
+    api.logs = {"train-0": ["zero"]}
+    code, out, err = mgj(capsys, "logs", "train", "--follow")
+    assert (code, out) == (0, "[train-0 r0] zero\n")
+    assert err == "train: Failed (BackoffLimitExceeded), attempt 1\n"
+
+
 def test_mgj_submit_reads_stdin(
     api: ApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
