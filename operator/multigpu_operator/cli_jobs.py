@@ -53,11 +53,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     # Only here: the offline commands need no HTTP client.
     from multigpu_operator.client import Client, ClientError
 
+    out = out or sys.stdout
     try:
-        return _run(Client(args.namespace, args.kubeconfig), args, out or sys.stdout)
+        code = _run(Client(args.namespace, args.kubeconfig), args, out)
     except ClientError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    # Piped, the output is still buffered: a reader that went away shows here, where
+    # mgj's main stops quietly, rather than in Python's last flush at exit.
+    out.flush()
+    return code
 
 
 def _run(client: Client, args: argparse.Namespace, out: TextIO) -> int:
