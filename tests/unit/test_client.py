@@ -21,7 +21,6 @@ from aiohttp import web
 
 from multigpu_operator import cli, cli_jobs
 from multigpu_operator.api.status import JobStatus, Phase
-from multigpu_operator.cli_describe import event_line
 from multigpu_operator.client import (
     AsyncClient,
     Client,
@@ -397,17 +396,3 @@ def test_mgj_get_stops_quietly_when_its_reader_goes_away(api: ApiServer) -> None
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 1
     assert err == ""
-
-
-@pytest.mark.parametrize(
-    ("event", "line"),
-    [
-        (
-            {"type": "Warning", "reason": "BackoffLimitExceeded", "message": "failed", "count": 2},
-            "Warning BackoffLimitExceeded failed (x2)",
-        ),
-        ({"reason": "Created", "message": "2 pods"}, "Normal  Created              2 pods"),
-    ],
-)
-def test_an_event_line_keeps_its_columns_apart(event: dict[str, Any], line: str) -> None:
-    assert event_line(event) == line
