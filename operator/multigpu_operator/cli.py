@@ -33,7 +33,7 @@ from multigpu_operator.api.crd import crd
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.api.validation import validate_object, with_defaults
-from multigpu_operator.cli_logs import LogsError, add_parser, request_of
+from multigpu_operator.cli_logs import LogsError, add_parser
 from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
@@ -260,13 +260,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in cli_jobs.COMMANDS:
         return cli_jobs.run(args)
     if args.command == "logs":
-        from multigpu_operator.client import context_namespace, kubeconfig_login
-        from multigpu_operator.cluster.pod_logs import print_logs
-
-        login = kubeconfig_login(args.kubeconfig)
-        args.namespace = args.namespace or context_namespace(login)
-        print_logs(login, request_of(args), args.follow, sys.stdout)
-        return 0
+        return cli_jobs.logs(args)
     manifests = _read_and_note(args.file)
     objects, errors = render(
         manifests.jobs, args.namespace, check_on_server if args.server else check_offline

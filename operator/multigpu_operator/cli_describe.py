@@ -54,4 +54,5 @@ def event_line(event: Mapping[str, Any]) -> str:
     count = int(event.get("count") or 1)
     times = f" (x{count})" if count > 1 else ""
     kind = event.get("type") or "Normal"
-    return f"{kind:<8}{event.get('reason') or '-':<20}{event.get('message') or ''}{times}"
+    # A space after each column: a reason of 20 letters or more must not run into the text.
+    return f"{kind:<7} {event.get('reason') or '-':<20} {event.get('message') or ''}{times}"

@@ -1,5 +1,6 @@
-"""`mgj submit`, `get`, `wait`, `delete` and `describe`: jobs on the cluster of the
-kubeconfig's current context, through multigpu_operator.client.
+"""`mgj submit`, `get`, `wait`, `delete`, `describe` and `logs`: jobs on the cluster of
+the kubeconfig's current context, through multigpu_operator.client (logs through
+cluster/pod_logs.py).
 
 Exit codes of `mgj wait`: 0 the phase was reached, 1 the job ended otherwise, 2 the
 timeout passed or the API server could not be asked.
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from multigpu_operator.api.status import JobStatus, Phase
+from multigpu_operator.cli_progress import Above, StatusLine, is_terminal
 
 if TYPE_CHECKING:
     from multigpu_operator.client import Client, JobView
@@ -50,11 +53,16 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     # Only here: the offline commands need no HTTP client.
     from multigpu_operator.client import Client, ClientError
 
+    out = out or sys.stdout
     try:
-        return _run(Client(args.namespace, args.kubeconfig), args, out or sys.stdout)
+        code = _run(Client(args.namespace, args.kubeconfig), args, out)
     except ClientError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    # Piped, the output is still buffered: a reader that went away shows here, where
+    # mgj's main stops quietly, rather than in Python's last flush at exit.
+    out.flush()
+    return code
 
 
 def _run(client: Client, args: argparse.Namespace, out: TextIO) -> int:
@@ -147,29 +155,53 @@ def status_line(name: str, status: JobStatus) -> str:
     return f"{name}: {status.phase or 'new'}{why}, attempt {status.attempt or 1}{running}{done}"
 
 
-def wait(client: Client, name: str, phase: Phase, timeout: float | None, out: TextIO) -> int:
-    """Wait for `phase`; on a terminal a live status line, piped a line per change."""
+def wait(
+    client: Client,
+    name: str,
+    phase: Phase,
+    timeout: float | None,
+    out: TextIO,
+    poll_s: float | None = None,
+) -> int:
+    """Wait for `phase`; on a terminal a live status line with the time waited, piped a
+    line per change (cli_progress.py); then how it ended, one line."""
     from multigpu_operator.client import JobEnded, WaitTimeout
 
-    tty = out.isatty()
-    last = [""]
-
-    def show(status: JobStatus) -> None:
-        line = status_line(name, status)
-        if line == last[0]:
-            return
-        last[0] = line
-        out.write(f"\r\033[K{line}" if tty else f"{line}\n")
-        out.flush()
-
+    live = StatusLine(out)
     try:
-        client.wait(name, phase, timeout, on_status=show)
+        client.wait(name, phase, timeout, lambda s: live.show(status_line(name, s)), poll_s)
         code, message = REACHED, f"{name} is {phase}"
     except JobEnded as err:
         code, message = ENDED_OTHERWISE, str(err)
     except WaitTimeout as err:
         code, message = TIMED_OUT, str(err)
-    if tty:
-        out.write("\n")
+    finally:
+        live.end()
     print(message, file=out if code == REACHED else sys.stderr)
     return code
+
+
+def logs(args: argparse.Namespace) -> int:
+    """`mgj logs`. Following, the job's status goes to stderr as `mgj wait` shows it
+    (live under the log lines when both are the terminal), so the log lines on stdout
+    stay the pods' own."""
+    from multigpu_operator.cli_logs import request_of
+    from multigpu_operator.client import context_namespace, kubeconfig_login
+    from multigpu_operator.cluster.pod_logs import print_logs
+
+    login = kubeconfig_login(args.kubeconfig)
+    args.namespace = args.namespace or context_namespace(login)
+    if not args.follow:
+        print_logs(login, request_of(args), False, sys.stdout)
+        return 0
+    live = StatusLine(sys.stderr)
+    out = Above(sys.stdout, live) if live.tty and is_terminal(sys.stdout) else sys.stdout
+
+    def show(job: Mapping[str, Any]) -> None:
+        live.show(status_line(args.job, JobStatus.model_validate(job.get("status") or {})))
+
+    try:
+        print_logs(login, request_of(args), True, out, show)
+    finally:
+        live.end()
+    return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from multigpu_operator.api.names import LABEL_ATTEMPT, LABEL_REPLICA_INDEX
 from multigpu_operator.api.spec import KIND
@@ -18,6 +18,16 @@ from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.api.template import trainer_index
 
 Pod = Mapping[str, Any]
+
+
+class Output(Protocol):
+    """Where log lines go: a text stream (stdout), or the client's queue of lines."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def writelines(self, lines: list[str], /) -> None: ...
+
+    def flush(self) -> None: ...
 
 
 class LogsError(Exception):

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from multigpu_operator import cli
+from multigpu_operator.cli_describe import event_line
 from support.spec_mutations import mutations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -204,3 +205,17 @@ def test_render_answers_every_generated_spec_without_an_exception() -> None:
     for mutation in mutations(300):
         objects, errors = cli.render([mutation.manifest], "default")
         assert bool(objects) != bool(errors), mutation
+
+
+@pytest.mark.parametrize(
+    ("event", "line"),
+    [
+        (
+            {"type": "Warning", "reason": "BackoffLimitExceeded", "message": "failed", "count": 2},
+            "Warning BackoffLimitExceeded failed (x2)",
+        ),
+        ({"reason": "Created", "message": "2 pods"}, "Normal  Created              2 pods"),
+    ],
+)
+def test_an_event_line_keeps_its_columns_apart(event: dict[str, Any], line: str) -> None:
+    assert event_line(event) == line

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -323,6 +326,18 @@ def test_mgj_logs_of_one_replica(api: ApiServer, capsys: pytest.CaptureFixture[s
     assert "has no pod of replica 5 in attempt 1" in err
 
 
+def test_mgj_logs_follow_shows_the_jobs_status_on_stderr_when_piped(
+    api: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api.jobs["train"] = {"metadata": {"name": "train"}, "status": {"phase": "Failed"}}
+    api.jobs["train"]["status"]["reason"] = "BackoffLimitExceeded"
+    api.pods = [pod(0)]
+    api.logs = {"train-0": ["zero"]}
+    code, out, err = mgj(capsys, "logs", "train", "--follow")
+    assert (code, out) == (0, "[train-0 r0] zero\n")
+    assert err == "train: Failed (BackoffLimitExceeded), attempt 1\n"
+
+
 def test_mgj_submit_reads_stdin(
     api: ApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -360,3 +375,24 @@ def test_progress_shows_in_get_and_wait(progress: dict[str, Any], text: str) -> 
     status = JobStatus.model_validate({"phase": "Running", "attempt": 1, "progress": progress})
     assert cli_jobs.progress_text(status) == text
     assert cli_jobs.status_line("train", status).endswith(f", {text}")
+
+
+def test_mgj_get_stops_quietly_when_its_reader_goes_away(api: ApiServer) -> None:
+    # `mgj get | head -1`, the reader gone before the first write: the write fails on a
+    # closed pipe, and mgj says nothing about it.
+    Client().create(MANIFEST)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("PYTHONUNBUFFERED", None)  # a user's stdout: buffered, written at the end
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "multigpu_operator.cli", "get"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1
+    assert err == ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +126,12 @@ async def test_the_logs_of_the_latest_attempt_by_replica_index(
     ("job", "pods", "message"),
     [
         pytest.param(None, [], "no MultiGPUJob 'train' in namespace 'team'", id="no-job"),
-        pytest.param({}, [], "MultiGPUJob 'train' in namespace 'team' has no pods", id="no-pods"),
+        pytest.param(
+            {"status": {"phase": "Failed"}},
+            [],
+            "MultiGPUJob 'train' in namespace 'team' has no pods",
+            id="ended-without-pods",
+        ),
         pytest.param({}, [pod(0, 1)], "has no pods of attempt 2; it has pods of attempt 1", id="n"),
     ],
 )
@@ -202,3 +207,24 @@ async def test_following_a_fixed_attempt_ignores_later_pods(
     out = io.StringIO()
     await pod_logs.follow_logs(rest, LogRequest("train", "team", attempt=2), out, 0.02)
     assert out.getvalue() == "[train-0 r0] x\n"
+
+
+async def test_following_a_job_before_its_pods_exist_waits_for_them(
+    server: tuple[ApiServer, Rest],
+) -> None:
+    api, rest = server
+    api.job = {"status": {"phase": "Pending"}}
+    phases: list[str] = []
+
+    def on_job(job: Mapping[str, Any]) -> None:
+        phases.append(job["status"]["phase"])
+        if len(phases) == 2:  # the operator has created the pods, which ran and ended
+            api.pods = [pod(0, 1)]
+            api.logs = {"train-0": ["done"]}
+            api.job = {"status": {"phase": "Succeeded"}}
+
+    out = io.StringIO()
+    follow = pod_logs.follow_logs(rest, LogRequest("train", "team"), out, 0.01, on_job=on_job)
+    await asyncio.wait_for(follow, 10)
+    assert out.getvalue() == "[train-0 r0] done\n"
+    assert phases == ["Pending", "Pending", "Succeeded"]

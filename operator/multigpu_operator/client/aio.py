@@ -126,7 +126,7 @@ class AsyncClient:
         request = LogRequest(name, self.namespace, attempt, replica=replica)
         lines = _Lines()
         read = pod_logs.follow_logs if follow else pod_logs.read_logs
-        task = asyncio.ensure_future(read(self._rest, request, lines))  # type: ignore[arg-type]
+        task = asyncio.ensure_future(read(self._rest, request, lines))
         try:
             while True:
                 getter = asyncio.ensure_future(lines.queue.get())

@@ -4,19 +4,21 @@ Through the operator's own HTTP client (cluster/rest.py), as `mgj render --serve
 does; which pods and how their lines look is cli_logs.py's. Following, each pod's log
 is its own stream, read line by line as a watch is, and the job's pods are listed again
 every few seconds so that a new attempt's pods are followed too, until the job is
-Succeeded or Failed.
+Succeeded or Failed. A job followed before it has pods is waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from multigpu_operator.api.names import job_selector
 from multigpu_operator.cli_logs import (
     LogRequest,
     LogsError,
+    Output,
     Pod,
     attempt_of,
     container_of,
@@ -41,21 +43,27 @@ POLL_S = 2.0
 RETRY_S = 1.0
 # Once the job has ended, its pods' streams are given this long to reach their end.
 DRAIN_S = 10.0
+# Called with the job each time following reads it.
+OnJob = Callable[[Mapping[str, Any]], None]
 # The API server answers 400 to a log request for a container still waiting to start.
 NOT_STARTED = 400
 
 
-def print_logs(login: Login, request: LogRequest, follow: bool, out: TextIO) -> None:
+def print_logs(
+    login: Login, request: LogRequest, follow: bool, out: Output, on_job: OnJob | None = None
+) -> None:
     """Every rank's log of the job (see cli_logs.py); LogsError when there is none to
     show, ClusterError when the API server cannot be asked."""
-    asyncio.run(_with_client(login, request, follow, out))
+    asyncio.run(_with_client(login, request, follow, out, on_job))
 
 
-async def _with_client(login: Login, request: LogRequest, follow: bool, out: TextIO) -> None:
+async def _with_client(
+    login: Login, request: LogRequest, follow: bool, out: Output, on_job: OnJob | None
+) -> None:
     rest = Rest(login, pool_size=8)
     try:
         if follow:
-            await follow_logs(rest, request, out)
+            await follow_logs(rest, request, out, on_job=on_job)
         else:
             await read_logs(rest, request, out)
     finally:
@@ -73,7 +81,7 @@ async def job_pods(rest: Rest, request: LogRequest) -> tuple[dict[str, Any], lis
     return job, pods
 
 
-async def read_logs(rest: Rest, request: LogRequest, out: TextIO) -> None:
+async def read_logs(rest: Rest, request: LogRequest, out: Output) -> None:
     """The logs as they are now, one pod after the other by replica index."""
     _, pods = await job_pods(rest, request)
     for pod in pods_of_attempt(request, pods):
@@ -90,14 +98,28 @@ async def read_logs(rest: Rest, request: LogRequest, out: TextIO) -> None:
 
 
 async def follow_logs(
-    rest: Rest, request: LogRequest, out: TextIO, poll_s: float = POLL_S, drain_s: float = DRAIN_S
+    rest: Rest,
+    request: LogRequest,
+    out: Output,
+    poll_s: float = POLL_S,
+    drain_s: float = DRAIN_S,
+    on_job: OnJob | None = None,
 ) -> None:
-    """The logs of every pod followed at once, lines as they come, until the job ends."""
+    """The logs of every pod followed at once, lines as they come, until the job ends;
+    `on_job` sees the job each time it is read."""
     job, pods = await job_pods(rest, request)
+    # Followed right after it was created, a job has no pods yet: wait for them.
+    while not pods and not finished(job):
+        if on_job:
+            on_job(job)
+        await asyncio.sleep(poll_s)
+        job, pods = await job_pods(rest, request)
     first_attempt = attempt_of(pods_of_attempt(request, pods)[0])
     streams: dict[str, asyncio.Task[None]] = {}
     try:
         while True:
+            if on_job:
+                on_job(job)
             for pod in followed(request, pods, first_attempt):
                 if pod_key(pod) not in streams:
                     streams[pod_key(pod)] = asyncio.create_task(_follow(rest, request, pod, out))
@@ -116,7 +138,7 @@ async def follow_logs(
         await asyncio.gather(*streams.values(), return_exceptions=True)
 
 
-async def _follow(rest: Rest, request: LogRequest, pod: Pod, out: TextIO) -> None:
+async def _follow(rest: Rest, request: LogRequest, pod: Pod, out: Output) -> None:
     """One pod's log, line by line, until its container ends or the pod is gone."""
     params = log_params(request, container_of(pod, request.container), follow=True)
     start = prefix(pod)
