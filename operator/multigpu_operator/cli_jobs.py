@@ -39,6 +39,13 @@ def add_parsers(sub: Any) -> None:
     wait.add_argument("--timeout", type=float, help="seconds (default: no limit)")
     delete = _common(sub.add_parser("delete", help="delete a job and its pods"))
     delete.add_argument("job", help="the MultiGPUJob's name")
+    delete.add_argument(
+        "--wait",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="return once the job and its pods are gone, as kubectl delete (default)",
+    )
+    delete.add_argument("--timeout", type=float, default=120.0, help="seconds (default: 120)")
     describe = _common(sub.add_parser("describe", help="why a job waits, its failures, events"))
     describe.add_argument("job", help="the MultiGPUJob's name")
 
@@ -76,7 +83,7 @@ def _run(client: Client, args: argparse.Namespace, out: TextIO) -> int:
     elif args.command == "wait":
         return wait(client, args.job, Phase(args.for_), args.timeout, out)
     elif args.command == "delete":
-        client.delete(args.job)
+        client.delete(args.job, args.wait, args.timeout)
         print(f"{args.job} deleted", file=out)
     elif args.command == "describe":
         from multigpu_operator.cli_describe import describe

@@ -24,7 +24,6 @@ from cluster.localcluster import LocalCluster
 from support.jobs import RUN_LONG, SIM, JobEnv, job_manifest
 from support.operator_process import OperatorProcess
 from support.real_pods import on_real_node
-from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -163,17 +162,11 @@ def test_submit_get_wait_describe_delete_on_simulated_pods(
     assert out.splitlines()[-1] == "runs is Succeeded"
     assert out.splitlines()[-2].startswith("runs: Succeeded")
 
+    # Its pods go first (foreground deletion), then the job; mgj returns when it is gone.
     deleted = mgj(jobs, "delete", "runs")
     assert (deleted.returncode, deleted.stdout) == (0, "runs deleted\n")
-
-    # Its pods go first (foreground deletion), then the job.
-    def gone() -> subprocess.CompletedProcess[str] | None:
-        done = mgj(jobs, "get", "runs")
-        return done if done.returncode else None
-
     one_error_line(
-        wait_for(gone, "runs gone", timeout=60),
-        f"no MultiGPUJob 'runs' in namespace '{jobs.namespace}'",
+        mgj(jobs, "get", "runs"), f"no MultiGPUJob 'runs' in namespace '{jobs.namespace}'"
     )
 
 

@@ -65,6 +65,8 @@ class ApiServer:
     events: list[dict[str, Any]] = field(default_factory=list)
     logs: dict[str, list[str]] = field(default_factory=dict)
     queries: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    # Reads of a deleted job that still find it (its pods are deleted first).
+    reads_while_deleting: int = 0
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.queries.append((request.method, request.path, dict(request.query)))
@@ -84,9 +86,12 @@ class ApiServer:
             name = request.path.removeprefix(jobs + "/")
             if name not in self.jobs:
                 return web.json_response({"message": "not found"}, status=404)
-            if request.method == "DELETE":
-                del self.jobs[name]
-                return web.json_response({})
+            if request.method == "DELETE" or "deletionTimestamp" in self.jobs[name]["metadata"]:
+                self.jobs[name]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+                if self.reads_while_deleting <= 0:
+                    return web.json_response(self.jobs.pop(name))
+                self.reads_while_deleting -= request.method == "GET"
+                return web.json_response(self.jobs[name])
             if self.phases:
                 self.jobs[name]["status"] = {"phase": self.phases.pop(0), "attempt": 1}
             return web.json_response(self.jobs[name])
@@ -253,6 +258,35 @@ def test_mgj_submit_get_describe_delete(
         {"fieldSelector": "involvedObject.name=train,involvedObject.kind=MultiGPUJob"},
     ) in api.queries
     assert mgj(capsys, "delete", "train") == (0, "train deleted\n", "")
+
+
+@pytest.mark.parametrize(
+    ("flags", "reads_while_deleting", "code", "err", "left"),
+    [
+        pytest.param([], 5, 0, "", set(), id="waits-until-gone"),
+        pytest.param(["--no-wait"], 5, 0, "", {"train"}, id="no-wait"),
+        pytest.param(
+            ["--timeout", "0.2"], 10**6,
+            1, "error: job 'train' is still being deleted after 0.2 s\n", {"train"},
+            id="timeout",
+        ),
+    ],
+)  # fmt: skip
+def test_mgj_delete_waits_until_the_job_is_gone_as_kubectl_does(
+    api: ApiServer,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    reads_while_deleting: int,
+    code: int,
+    err: str,
+    left: set[str],
+) -> None:
+    api.jobs["train"] = {"metadata": {"name": "train", "namespace": "team"}, "spec": {}}
+    api.reads_while_deleting = reads_while_deleting
+    done, out, said = mgj(capsys, "delete", "train", *flags)
+    assert (done, said) == (code, err)
+    assert out == ("train deleted\n" if code == 0 else "")
+    assert set(api.jobs) == left
 
 
 @pytest.mark.parametrize(

@@ -154,11 +154,27 @@ class AsyncClient:
         events: Events = answer.get("items") or []
         return sorted(events, key=_event_time)
 
-    async def delete(self, name: str) -> None:
+    async def delete(
+        self,
+        name: str,
+        wait: bool = True,
+        timeout: float = 120.0,  # noqa: ASYNC109 (a deadline between polls)
+    ) -> None:
+        """Delete the job and its pods; with `wait` (as `kubectl delete`), return once the
+        job is gone, so a job of the same name can be created at once."""
         await self._job(name)  # JobNotFound when there is none
         # Its pods go first (Foreground), so a job of the same name starts from none.
         body = {"propagationPolicy": "Foreground"}
         await self._rest.call("DELETE", JOBS.path(self.namespace, name), body=body)
+        deadline = time.monotonic() + timeout
+        while wait:
+            try:
+                await self._kube.get(JOBS, self.namespace, name)
+            except NotFound:
+                return
+            if time.monotonic() >= deadline:
+                raise ClientError(f"job {name!r} is still being deleted after {timeout:g} s")
+            await asyncio.sleep(0.5)
 
     async def _job(self, name: str) -> dict[str, Any]:
         try:

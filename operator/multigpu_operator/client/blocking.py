@@ -86,8 +86,8 @@ class Client:
         events: Events = self._run(lambda c: c.events(name))
         return events
 
-    def delete(self, name: str) -> None:
-        self._run(lambda c: c.delete(name))
+    def delete(self, name: str, wait: bool = True, timeout: float = 120.0) -> None:
+        self._run(lambda c: c.delete(name, wait, timeout))
 
 
 async def _opened(namespace: str | None, login: Login) -> AsyncClient:
