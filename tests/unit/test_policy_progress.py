@@ -188,3 +188,41 @@ def test_a_resumed_attempt_is_an_event(
     seen = observed(previous=previous, now=100, training=report(publish=True, resumed_step=resumed))
     outcome = published_progress(seen, Phase.RUNNING)
     assert [(e.type, e.reason, e.message) for e in outcome.changes] == events
+
+
+SHORT_JOB = {"total_steps": 230, "step": 62, "step_seconds": 0.05}  # read once, at 26%
+DONE = {"step": 230, "percent": 100, "summary": "100%", "eta": "absent"}
+SHOWN = {"step": 62, "totalSteps": 230, "percent": 26, "eta": "8s", "summary": "26%"}
+
+
+@pytest.mark.parametrize(
+    ("given", "phase", "expected"),
+    [
+        pytest.param(
+            report(**SHORT_JOB), Phase.SUCCEEDED,
+            DONE, id="succeeded",
+        ),
+        pytest.param(
+            report(**SHORT_JOB), Phase.FAILED,
+            {"step": 62, "percent": 26, "summary": "26%", "eta": "absent"},
+            id="failed-keeps-its-step",
+        ),
+        pytest.param(
+            None, Phase.SUCCEEDED,
+            DONE, id="no-report-at-end",
+        ),
+        pytest.param(None, Phase.RESTARTING, None, id="no-report-not-ended-stays-put"),
+    ],
+)  # fmt: skip
+def test_an_ended_job_shows_no_estimate_and_a_succeeded_one_all_its_steps(
+    given: TrainingReport | None, phase: Phase, expected: dict[str, Any] | None
+) -> None:
+    previous = {**RUNNING, "progress": SHOWN}
+    outcome = published_progress(observed(previous=previous, now=100, training=given), phase)
+    if expected is None:
+        assert outcome.status.progress is None
+        return
+    written = outcome.status.as_api()["progress"]
+    assert {k: written.get(k, "absent") for k in expected} == expected
+    assert "estimatedFinishTime" not in written
+    assert status_problems({"progress": written}) == []

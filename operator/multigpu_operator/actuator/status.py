@@ -110,8 +110,7 @@ class StatusWrites:
         key = (meta["namespace"], meta["name"])
         if hold and self.counts_held(key, previous, status):
             return True
-        # A merge patch keeps keys it does not mention: removed ones are sent as null.
-        patch = {**{k: None for k in previous if k not in status}, **status}
+        patch = merge_patch(previous, status)
         try:
             updated = await self.cluster.patch(
                 JOBS, *key, {"status": patch}, meta.get("resourceVersion"), "status"
@@ -133,3 +132,17 @@ class StatusWrites:
             before = Phase(previous["phase"]) if previous.get("phase") else None
             metrics.job_entered(body, before, update.entered)
         return True
+
+
+def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """`after` as a JSON merge patch over `before` (RFC 7386). A merge patch keeps the keys
+    it does not mention, at any depth: the ones `after` dropped are sent as null (an ended
+    job's progress drops its ETA)."""
+    patch: dict[str, Any] = {k: None for k in before if k not in after}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            patch[key] = merge_patch(old, value)
+        else:
+            patch[key] = value
+    return patch

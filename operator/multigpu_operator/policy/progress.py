@@ -3,7 +3,8 @@
 A pass writes it only when the operator's budget of progress writes allows one
 (TrainingReport.publish: at most every PROGRESS_READ_SECONDS per job, under a global
 write budget) or when the job leaves Running, so that its last progress is kept;
-any other pass leaves the previous status.progress as it was. A report of another
+any other pass leaves the previous status.progress as it was. A job that ends keeps no
+ETA, and one that succeeded shows all its steps done. A report of another
 attempt than the one the pass started with (a stale read across a restart) is ignored.
 The first report of an attempt that resumed from a checkpoint also posts a Resumed Event
 naming the step.
@@ -29,14 +30,20 @@ _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 
 def published_progress(seen: Observed, phase: Phase) -> Outcome:
     """status.progress set from seen.training, when this pass may write it."""
+    if seen.previous_phase in TERMINAL:
+        return Outcome()  # a finished job: its history stays put
     report = seen.training
     started_with = int(seen.previous.get("attempt", 1))
-    if report is None or report.attempt != started_with or seen.previous_phase in TERMINAL:
-        return Outcome()  # nothing usable, or a finished job (its history stays put)
     leaving = seen.previous_phase is Phase.RUNNING and phase is not Phase.RUNNING
-    if not (report.publish or leaving):
-        return Outcome()
+    if report is None or report.attempt != started_with or not (report.publish or leaving):
+        # Nothing (new) to show; a job that ends now still finishes what it showed.
+        stored = seen.previous.get("progress")
+        if phase not in TERMINAL or not stored:
+            return Outcome()
+        return Outcome(status=JobStatus(progress=ended(JobProgress.model_validate(stored), phase)))
     shown = job_progress(report)
+    if phase in TERMINAL:
+        shown = ended(shown, phase)
     before = (seen.previous.get("progress") or {}).get("resumedStep")
     if shown.resumed_step and shown.resumed_step != before:
         said = f"attempt {report.attempt} resumed from its checkpoint at step {shown.resumed_step}"
@@ -70,6 +77,18 @@ def job_progress(report: TrainingReport) -> JobProgress:
             finish = report.read_at + timedelta(seconds=left)
             fields |= {"eta": eta_text(left), "estimated_finish_time": rfc3339(finish)}
     return JobProgress.model_validate({k: v for k, v in fields.items() if v is not None})
+
+
+def ended(progress: JobProgress, phase: Phase) -> JobProgress:
+    """A finished job's last progress: no estimate any more, and a job that succeeded did
+    all its steps (its last report may be up to a read interval old: a short job's can say
+    26%)."""
+    kept = progress.model_dump(
+        mode="json", by_alias=True, exclude_unset=True, exclude={"eta", "estimated_finish_time"}
+    )
+    if phase is Phase.SUCCEEDED and progress.total_steps:
+        kept |= {"step": progress.total_steps, "percent": 100, "summary": "100%"}
+    return JobProgress.model_validate(kept)
 
 
 def eta_text(seconds: float) -> str:
