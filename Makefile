@@ -24,6 +24,7 @@ PARALLEL := $(MAKE) --jobs=3 --output-sync=target --no-print-directory
 
 help:
 	@echo "make demo          local cluster + the operator in it; a DDP job trains on real pods"
+	@echo "                   (MONITORING=1: and a Prometheus reading the chart's monitors and alerts)"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make images        build the trainer and operator images (buildah, no registry)"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
@@ -49,7 +50,7 @@ host-packages:
 tools: host-packages
 	bash tests/cluster/build-tools.sh >/dev/null
 
-# The cluster's tools; Kueue and promtool are built by the few tests that use them,
+# The cluster's tools; Kueue, promtool and Prometheus are built by the few tests that use them,
 # in the background while the others run (tests/conftest.py).
 cluster-tools: host-packages
 	bash tests/cluster/build-tools.sh --core >/dev/null
@@ -94,7 +95,7 @@ prepare-cluster: venv cluster-tools images
 
 demo:
 	$(PARALLEL) prepare-cluster
-	$(BIN)/python tests/cluster/demo.py
+	$(BIN)/python tests/cluster/demo.py $(if $(MONITORING),--monitoring)
 
 # Not part of `make test`: it needs NVIDIA GPUs (without one it says so and exits 2).
 # No venv and no download: the first of GPU_CHECK_PYTHON, .venv's python, python3 that

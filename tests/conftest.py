@@ -1,8 +1,9 @@
 """Session-wide hooks.
 
 - The tools that only a few tests need (build_tools's LATE_TOOLS) compile in the
-  background while the other tests run, and the tests that start Kueue run last, so a cold
-  session does not wait for a build that other tests could overlap.
+  background while the other tests run, and the tests that start Prometheus, then those
+  that start Kueue, run last, so a cold session does not wait for a build that other tests
+  could overlap.
 - Under pytest-xdist (`make test` runs `-n 2`) every test of the local
   cluster goes to one worker, one after another as without xdist (they share one control
   plane, its GPUs and its real node), while the other worker runs the unit and training
@@ -23,8 +24,9 @@ import pytest
 from cluster.tools import LATE_TOOLS, cache_dir, start_late_build
 
 LATE_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
-# Tests marked so start Kueue: they go last, the longest build has the most time.
-LAST = "kueue"
+# Tests marked with these tools go last, in this order (build-tools.sh builds them in the
+# same order): the longest builds have the most time. Kueue's is the longest.
+LAST = ("prometheus-operator", "kueue")
 # Node ids are relative to the repository root.
 CLUSTER_SCOPE = "tests/integration/"
 # Modules whose every test runs on a control plane of the module's own (no real node, no
@@ -59,10 +61,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [i for i in items if not independent(i.nodeid)] + [
         i for i in items if independent(i.nodeid)
     ]
-    last = [item for item in items if LAST in late_tools(item)]
-    if last:
-        ids = {id(item) for item in last}
-        items[:] = [item for item in items if id(item) not in ids] + last
+    for tool in LAST:
+        last = [item for item in items if tool in late_tools(item)]
+        if last:
+            ids = {id(item) for item in last}
+            items[:] = [item for item in items if id(item) not in ids] + last
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -10,11 +10,12 @@
 #
 #   build-tools.sh                  build every tool
 #   build-tools.sh --core [TOOL...] build what the cluster and most tests need, plus TOOLs
-#                                   (kueue, promtool); the others' paths are still printed
+#                                   (kueue, promtool, prometheus, prometheus-operator); the
+#                                   others' paths are still printed
 #
-# Kueue and promtool are built late, by the few tests that use them (tests/conftest.py
-# starts their build in the background when a session collects such tests), so a cold
-# `make test` starts its tests while they compile.
+# Kueue, promtool, Prometheus and the Prometheus Operator are built late, by the few tests
+# that use them (tests/conftest.py starts their build in the background when a session
+# collects such tests), so a cold `make test` starts its tests while they compile.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +25,7 @@ export CGO_ENABLED=0
 log() { echo "build-tools: $*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
 
-all_tools=(k8s etcd node coredns pause kwok helm promtool kueue)
+all_tools=(k8s etcd node coredns pause kwok helm promtool prometheus prometheus-operator kueue)
 core_tools=(k8s etcd node coredns pause kwok helm)
 if [ "${1:-}" = --core ]; then
   shift
@@ -163,6 +164,22 @@ prom_version="$(module_version "$prom_dir" github.com/prometheus/prometheus)"
 prom_bin="$(build_into promtool "$prom_version" "$prom_dir" \
   "-s -w" "remove_all_sd" github.com/prometheus/prometheus/cmd/promtool)"
 
+# Prometheus and the Prometheus Operator with its config reloader, for the tests that scrape
+# the chart's monitors and evaluate its rules (tests/cluster/prometheus.py). Prometheus comes
+# from promtool's module graph (the packages promtool compiled are reused) with the
+# Kubernetes service discovery alone. Its module version v0.3XY.Z is Prometheus vX.Y.Z.
+prom_release="${prom_version#v0.}"
+prom_release="v${prom_release:0:1}.$((10#${prom_release:1:2})).${prom_release#*.}"
+prometheus_bin="$(build_into prometheus "$prom_version" "$prom_dir" \
+  "-s -w -X github.com/prometheus/common/version.Version=${prom_release#v}" \
+  "remove_all_sd,enable_kubernetes_sd" github.com/prometheus/prometheus/cmd/prometheus)"
+promop_dir="$here/go/prometheus-operator"
+promop_version="$(module_version "$promop_dir" github.com/prometheus-operator/prometheus-operator)"
+promop_bin="$(build_into prometheus-operator "$promop_version" "$promop_dir" \
+  "-s -w -X github.com/prometheus/common/version.Version=${promop_version#v}" "" \
+  github.com/prometheus-operator/prometheus-operator/cmd/operator \
+  github.com/prometheus-operator/prometheus-operator/cmd/prometheus-config-reloader)"
+
 # Kueue's controller manager, for the queueing tests (tests/cluster/kueue.py). Its go.sum
 # starts from Kueue's own: one dependency is not in the checksum database.
 kueue_dir="$here/go/kueue"
@@ -181,5 +198,9 @@ echo "PAUSE_VERSION=$pause_version"
 echo "KWOK_BIN=$kwok_bin"
 echo "HELM_BIN=$helm_bin"
 echo "PROMTOOL_BIN=$prom_bin"
+echo "PROMETHEUS_BIN=$prometheus_bin"
+echo "PROMETHEUS_VERSION=$prom_release"
+echo "PROMETHEUS_OPERATOR_BIN=$promop_bin"
+echo "PROMETHEUS_OPERATOR_VERSION=$promop_version"
 echo "KUEUE_BIN=$kueue_bin"
 echo "KUEUE_VERSION=$kueue_version"

@@ -10,6 +10,9 @@ DistributedDataParallel example, which two real pods train, and every GPU exampl
 pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs and final
 accuracy, which jobs ran for real, and how to reach everything afterwards.
 `make cluster-down` removes it all.
+
+`make demo MONITORING=1` (`--monitoring`) also runs a Prometheus (tests/cluster/prometheus.py)
+that reads the chart's ServiceMonitor, PodMonitor and alert rules, and prints its address.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster.localcluster import LocalCluster
+from cluster.prometheus import Monitoring
 from cluster.realnode_config import NODE_NAME, NODE_TAINT
 from cluster.tools import build_tools
 from multigpu_operator.api.names import LABEL_JOB_NAME
@@ -39,14 +43,23 @@ REAL_EXAMPLE = REPO / "examples/cpu-ddp.yaml"
 # CPU-only too, but its script is not in the trainer image: `mgj run --local` runs it.
 LOCAL_ONLY_EXAMPLES = {REPO / "examples/tutorial-script.yaml"}
 TRAIN_TIMEOUT = 600
+# --monitoring: the chart's monitors and rules (the example declares the trainers' port).
+MONITORING_VALUES = (
+    "--set", "serviceMonitor.enabled=true", "--set", "podMonitor.enabled=true",
+    "--set", "prometheusRule.enabled=true",
+)  # fmt: skip
 
 
 def main() -> int:
+    monitoring = "--monitoring" in sys.argv[1:]
     cluster = LocalCluster(build_tools())
     cluster.up(cpu_nodes=0)
     kubectl = cluster.kubectl
     real_node_takes_cpu_jobs(cluster)
-    install_operator(cluster, RELEASE, CHART_NAMESPACE)
+    if monitoring:
+        Monitoring(cluster).install_crds()  # the chart's monitors and rules need them
+    install_operator(cluster, RELEASE, CHART_NAMESPACE, *(MONITORING_VALUES if monitoring else ()))
+    prometheus = Monitoring(cluster).up(interval="15s") if monitoring else None
     # Helm installs crds/ only when missing; apply the current CRD as after a chart upgrade.
     cluster.install_crds(REPO / "charts/multigpu-operator/crds")
     operator = f"{RELEASE}-multigpu-operator"
@@ -97,6 +110,12 @@ Left running (until `make cluster-down`):
   kubectl -n {CHART_NAMESPACE} logs deploy/{operator}    # the operator
   kubectl -n {NAMESPACE} logs {name}-0                    # a trainer's log
   {cluster.tools.helm} -n {CHART_NAMESPACE} status {RELEASE}""")
+    if prometheus:
+        # Built from the Go module alone, this Prometheus has its API but not its web UI.
+        print(f"""Prometheus (scrapes the operator and the trainers, evaluates the chart's alerts):
+  curl {prometheus}/api/v1/targets    curl {prometheus}/api/v1/alerts
+  Grafana: add {prometheus} as a Prometheus data source, then import
+  charts/multigpu-operator/dashboards/multigpu-jobs.json (docs/monitoring.md)""")
     return 0
 
 

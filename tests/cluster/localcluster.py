@@ -219,6 +219,12 @@ class LocalCluster:
 
         # Kueue (tests/cluster/kueue.py) runs beside the cluster it serves, marked so.
         hostproc.stop(hostproc.marked_processes("MGJ_KUEUE", str(self.kubeconfig.parent / "kueue")))
+        # So does the Prometheus Operator (tests/cluster/prometheus.py).
+        hostproc.stop(
+            hostproc.marked_processes(
+                "MGJ_PROMETHEUS_OPERATOR", str(self.kubeconfig.parent / "prometheus")
+            )
+        )
         self.real_node.down()
         self.kwokctl("delete", "cluster", check=False)
         leftovers = self.running_processes() + self.real_node.running()

@@ -33,6 +33,10 @@ class Tools:
     kwok_bin: Path
     helm_bin: Path
     promtool_bin: Path
+    prometheus_bin: Path
+    prometheus_version: str  # the release (v3.x.y), not the Go module's version
+    prometheus_operator_bin: Path  # operator, prometheus-config-reloader
+    prometheus_operator_version: str
     node_bin: Path  # kubelet, kube-proxy
     coredns_bin: Path
     pause_bin: Path
@@ -61,7 +65,7 @@ class Tools:
 
 
 # Built only for the few tests that use them (build-tools.sh --core leaves them out).
-LATE_TOOLS = ("kueue", "promtool")
+LATE_TOOLS = ("kueue", "promtool", "prometheus", "prometheus-operator")
 
 
 def build_tools(*late: str) -> Tools:
@@ -83,6 +87,10 @@ def build_tools(*late: str) -> Tools:
         kwok_bin=Path(values["KWOK_BIN"]),
         helm_bin=Path(values["HELM_BIN"]),
         promtool_bin=Path(values["PROMTOOL_BIN"]),
+        prometheus_bin=Path(values["PROMETHEUS_BIN"]),
+        prometheus_version=values["PROMETHEUS_VERSION"],
+        prometheus_operator_bin=Path(values["PROMETHEUS_OPERATOR_BIN"]),
+        prometheus_operator_version=values["PROMETHEUS_OPERATOR_VERSION"],
         node_bin=Path(values["NODE_BIN"]),
         coredns_bin=Path(values["COREDNS_BIN"]),
         pause_bin=Path(values["PAUSE_BIN"]),
