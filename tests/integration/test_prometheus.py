@@ -16,6 +16,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ VALUES = {
     "prometheusRule.restartWindow": "20s",
     "prometheusRule.pendingFor": "10s",
     "prometheusRule.operatorDownFor": "6s",
+    "prometheusRule.noLeaderFor": "6s",
 }
 
 
@@ -239,3 +241,23 @@ def test_the_operator_down_fires_and_resolves_when_it_is_back(monitored: Monitor
         )
     finally:
         scale(1)
+
+
+def test_no_leader_fires_and_resolves_when_a_replica_leads_again(monitored: Monitored) -> None:
+    kubectl = monitored.cluster.kubectl
+    lease = ("lease", f"{RELEASE}-multigpu-operator", "-n", monitored.namespace)  # the default
+    wait_for(lambda: kubectl("get", *lease, check=False).returncode == 0, "the leader's Lease")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Another holder takes the Lease for an hour: the leader sees it lost at its next renewal
+    # (and exits, to come back as a standby); no replica leads while the operator is scraped.
+    taken = {"holderIdentity": "elsewhere", "leaseDurationSeconds": 3600, "renewTime": now}
+    kubectl("patch", *lease, "--type=merge", "-p", json.dumps({"spec": taken}))
+    # Deleted, the Lease is free: the standby creates it again and leads.
+    monitored.fire_then_resolve(
+        "MultiGPUOperatorNoLeader",
+        cause_ended=lambda: kubectl("delete", *lease),
+        timeout=120,
+    )
+    led = monitored.query(f'sum(mgj_leader{{namespace="{monitored.namespace}"}})')
+    assert led, "mgj_leader not scraped"
+    assert float(led[0]["value"][1]) == 1, led

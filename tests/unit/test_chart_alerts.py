@@ -53,7 +53,7 @@ def test_promtool_check_rules_accepts_the_rendered_rules(
 ) -> None:
     result = check_rules(tools.promtool, rendered_groups(tools, *values), tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 6 rules found" in result.stdout
 
 
 def test_promtool_unit_tests_pass(tools: Tools, tmp_path: Path) -> None:
