@@ -165,7 +165,8 @@ helm_bin="$(build_into helm "$helm_version" "$helm_dir" \
   helm.sh/helm/v4/cmd/helm)"
 # The local cluster's OCI registry (tests/cluster/registry.py): images and the chart are
 # pushed there and the real node pulls from it. Its main.go links the filesystem storage
-# driver only; a cold build (empty GOCACHE, modules downloaded) costs about 46 s (68 s of CPU), 23 s with the control plane's Go build cache.
+# driver only: a cold build (empty GOCACHE, modules downloaded) took 46 s (68 s of CPU),
+# 23 s beside the control plane's Go build cache.
 registry_dir="$here/go/registry"
 registry_version="$(module_version "$registry_dir" github.com/distribution/distribution/v3)"
 registry_bin="$(build_into registry "$registry_version" "$registry_dir" \
