@@ -25,7 +25,7 @@ PARALLEL := $(MAKE) --jobs=3 --output-sync=target --no-print-directory
 help:
 	@echo "make demo          local cluster + the operator in it; a DDP job trains on real pods"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
-	@echo "make images        build the trainer and operator images (buildah, no registry)"
+	@echo "make images        build the trainer and operator images (buildah); push them and the chart to the local registry"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
 	@echo "make docs          rewrite the docs' tables generated from the API's models"
 	@echo "make gpu-check     on a GPU machine: versions, every technique, DDP/DataParallel/MFU/NCCL figures"
