@@ -1,8 +1,10 @@
 """`make demo`: the operator running in the local cluster, a DDP job training on real pods.
 
 Starts (or reuses) the local cluster: simulated GPU nodes (kwok) and one real node
-(containerd, kubelet) that holds the images `make images` built. Installs the Helm chart,
-so the operator runs as a pod on the real node and stays running; applies the CPU
+(containerd, kubelet) that pulls the images `make images` built and pushed to the local
+registry. Pushes the Helm chart there too and installs it from there (`helm install
+oci://localhost:5001/charts/multigpu-operator --version X`), so the operator runs as a pod
+on the real node and stays running; applies the CPU
 DistributedDataParallel example there, where two real pods train it, and every other
 example, whose pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs
 and final accuracy, and how to reach everything afterwards. `make cluster-down` removes it
@@ -23,6 +25,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster.localcluster import LocalCluster
+from cluster.progress import ticking
 from cluster.tools import build_tools
 from support.real_pods import install_operator, on_real_node, pod_log
 
@@ -38,7 +41,8 @@ def main() -> int:
     cluster = LocalCluster(build_tools())
     cluster.up()
     kubectl = cluster.kubectl
-    install_operator(cluster, RELEASE, CHART_NAMESPACE)
+    with ticking("installing the operator (helm --wait)"):
+        install_operator(cluster, RELEASE, CHART_NAMESPACE)
     # Helm installs crds/ only when missing; apply the current CRD as after a chart upgrade.
     cluster.install_crds(REPO / "charts/multigpu-operator/crds")
     operator = f"{RELEASE}-multigpu-operator"
@@ -56,10 +60,15 @@ def main() -> int:
     print(f"{name}: training on the real node (2 pods, CPU, gloo)")
 
     others = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in simulated]
-    if not wait(cluster, lambda phases: all(phases.get(n) == "Running" for n in others), 120):
+    with ticking("the simulated examples starting"):
+        started = wait(cluster, lambda phases: all(phases.get(n) == "Running" for n in others), 120)
+    if not started:
         return fail(cluster, operator, "the simulated examples did not all reach Running")
     print(kubectl("get", "mgj", "-n", NAMESPACE).stdout)
-    done = wait(cluster, lambda phases: phases.get(name) in ("Succeeded", "Failed"), TRAIN_TIMEOUT)
+    with ticking(f"{name} training", lambda: job_line(cluster, name), every=15):
+        done = wait(
+            cluster, lambda phases: phases.get(name) in ("Succeeded", "Failed"), TRAIN_TIMEOUT
+        )
     phase = phases_of(cluster).get(name)
     for index in range(real["spec"]["replicas"]):
         pod = f"{name}-{index}"
@@ -86,6 +95,12 @@ def main() -> int:
 def phases_of(cluster: LocalCluster) -> dict[str, str | None]:
     jobs = json.loads(cluster.kubectl("get", "mgj", "-n", NAMESPACE, "-o", "json").stdout)
     return {j["metadata"]["name"]: (j.get("status") or {}).get("phase") for j in jobs["items"]}
+
+
+def job_line(cluster: LocalCluster, name: str) -> str:
+    """The job's `kubectl get mgj` line (phase, progress, ETA), its columns one space apart."""
+    out = cluster.kubectl("get", "mgj", name, "-n", NAMESPACE, "--no-headers", check=False)
+    return " ".join(out.stdout.split()[1:])
 
 
 def wait(cluster: LocalCluster, done: Any, timeout: float) -> bool:
