@@ -196,9 +196,9 @@ def push_built(registry: Registry) -> None:
 
 def push(registry: Registry, name: str) -> bool:
     """Push image `name` to the registry as local_name(name) unless that build is there
-    already; True if it was pushed. Layers go as zstd at a low level: a registry client
-    compresses whatever it is told (gzip by default, which took 80 s of both cores for the
-    trainer's 6 GB), and zstd also unpacks several times faster on the node."""
+    already; True if it was pushed. Layers go as zstd at its fastest level: a push to a
+    registry always compresses (buildah's --disable-compression does not apply), and for
+    the trainer's 6 GB zstd took a third less CPU than the default gzip (65 s against 93 s)."""
     built = image_id(name)
     if built is None:
         raise RuntimeError(f"{name} is not built: run `make images`")

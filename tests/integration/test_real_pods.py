@@ -46,11 +46,13 @@ def real_namespace(installed_crd: LocalCluster) -> Iterator[str]:
     installed_crd.kubectl(
         "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted"
     )
-    install_operator(installed_crd, RELEASE, name, "--set", f"watchNamespace={name}")
-    yield name
-    kubeconfig = ("--kubeconfig", str(installed_crd.kubeconfig))
-    helm(installed_crd.tools, "uninstall", RELEASE, "-n", name, *kubeconfig, check=False)
-    installed_crd.kubectl("delete", "namespace", name, "--wait=false")
+    try:
+        install_operator(installed_crd, RELEASE, name, "--set", f"watchNamespace={name}")
+        yield name
+    finally:  # also after a failed install: its ClusterRole would block the next one
+        kubeconfig = ("--kubeconfig", str(installed_crd.kubeconfig))
+        helm(installed_crd.tools, "uninstall", RELEASE, "-n", name, *kubeconfig, check=False)
+        installed_crd.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture

@@ -50,14 +50,17 @@ def install_operator(
     verb = "upgrade" if exists.returncode == 0 else "install"
     version = push_chart(cluster.tools.helm, version)
     say(f"helm {verb} {release} {chart_ref()} --version {version} --plain-http -n {namespace}")
-    return subprocess.run(
+    done = subprocess.run(
         [
             *helm, verb, release, chart_ref(), "--version", version, "--plain-http",
             "--namespace", namespace, "--create-namespace", "-f", str(REAL_NODE_VALUES), *values,
             "--wait", "--timeout", "180s",
         ],
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=False,
     )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"helm {verb} {release} failed: {done.stderr.strip()}")
+    return done
 
 
 def unpushed_images(cluster: LocalCluster) -> list[str]:
