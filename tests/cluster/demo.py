@@ -1,15 +1,16 @@
 """`make demo`: the operator running in the local cluster, a DDP job training on real pods.
 
 Starts (or reuses) the local cluster: simulated GPU nodes (kwok) and one real node
-(containerd, kubelet) that holds the images `make images` built. In the demo the real node
-is the only node a CPU-only pod can land on (the simulated GPU nodes carry the
-`nvidia.com/gpu` taint that GPU pods tolerate, and the demo has no simulated CPU node), so
-a user's own CPU job, applied as written, really runs. Installs the Helm chart, so the
-operator runs as a pod on the real node and stays running; applies the CPU
-DistributedDataParallel example, which two real pods train, and every GPU example, whose
-pods the simulated GPU nodes run. Shows the jobs, the trainers' rank logs and final
-accuracy, which jobs ran for real, and how to reach everything afterwards.
-`make cluster-down` removes it all.
+(containerd, kubelet) that pulls the images `make images` built and pushed to the local
+registry. In the demo the real node is the only node a CPU-only pod can land on (the
+simulated GPU nodes carry the `nvidia.com/gpu` taint that GPU pods tolerate, and the demo has
+no simulated CPU node), so a user's own CPU job, applied as written, really runs. Pushes the
+Helm chart to the registry too and installs it from there (`helm install
+oci://localhost:5001/charts/multigpu-operator --version X`), so the operator runs as a pod on
+the real node and stays running; applies the CPU DistributedDataParallel example, which two
+real pods train, and every GPU example, whose pods the simulated GPU nodes run. Shows the
+jobs, the trainers' rank logs and final accuracy, which jobs ran for real, and how to reach
+everything afterwards. `make cluster-down` removes it all.
 
 `make demo MONITORING=1` (`--monitoring`) also runs a Prometheus (tests/cluster/prometheus.py)
 that reads the chart's ServiceMonitor, PodMonitor and alert rules, and prints its address.
@@ -29,6 +30,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster.localcluster import LocalCluster
+from cluster.progress import ticking
 from cluster.prometheus import Monitoring
 from cluster.realnode_config import NODE_NAME, NODE_TAINT
 from cluster.tools import build_tools
@@ -58,7 +60,10 @@ def main() -> int:
     real_node_takes_cpu_jobs(cluster)
     if monitoring:
         Monitoring(cluster).install_crds()  # the chart's monitors and rules need them
-    install_operator(cluster, RELEASE, CHART_NAMESPACE, *(MONITORING_VALUES if monitoring else ()))
+    with ticking("installing the operator (helm --wait)"):
+        install_operator(
+            cluster, RELEASE, CHART_NAMESPACE, *(MONITORING_VALUES if monitoring else ())
+        )
     prometheus = Monitoring(cluster).up(interval="15s") if monitoring else None
     # Helm installs crds/ only when missing; apply the current CRD as after a chart upgrade.
     cluster.install_crds(REPO / "charts/multigpu-operator/crds")
@@ -79,10 +84,15 @@ def main() -> int:
     print(f"{name}: training on the real node (2 pods, CPU, gloo)")
 
     others = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in simulated]
-    if not wait(cluster, lambda phases: all(phases.get(n) == "Running" for n in others), 120):
+    with ticking("the simulated examples starting"):
+        started = wait(cluster, lambda phases: all(phases.get(n) == "Running" for n in others), 120)
+    if not started:
         return fail(cluster, operator, "the simulated examples did not all reach Running")
     print(kubectl("get", "mgj", "-n", NAMESPACE).stdout)
-    done = wait(cluster, lambda phases: phases.get(name) in ("Succeeded", "Failed"), TRAIN_TIMEOUT)
+    with ticking(f"{name} training", lambda: job_line(cluster, name), every=15):
+        done = wait(
+            cluster, lambda phases: phases.get(name) in ("Succeeded", "Failed"), TRAIN_TIMEOUT
+        )
     phase = phases_of(cluster).get(name)
     for index in range(real["spec"]["replicas"]):
         pod = f"{name}-{index}"
@@ -144,6 +154,12 @@ def jobs_by_node_kind(cluster: LocalCluster) -> tuple[list[str], list[str]]:
 def phases_of(cluster: LocalCluster) -> dict[str, str | None]:
     jobs = json.loads(cluster.kubectl("get", "mgj", "-n", NAMESPACE, "-o", "json").stdout)
     return {j["metadata"]["name"]: (j.get("status") or {}).get("phase") for j in jobs["items"]}
+
+
+def job_line(cluster: LocalCluster, name: str) -> str:
+    """The job's `kubectl get mgj` line (phase, progress, ETA), its columns one space apart."""
+    out = cluster.kubectl("get", "mgj", name, "-n", NAMESPACE, "--no-headers", check=False)
+    return " ".join(out.stdout.split()[1:])
 
 
 def wait(cluster: LocalCluster, done: Any, timeout: float) -> bool:

@@ -4,8 +4,10 @@ and the demo.
 Real kube-apiserver, etcd, kube-scheduler and kube-controller-manager, started
 by kwokctl's binary runtime from binaries that ``build-tools.sh`` built from
 pinned Go modules; kwok simulates the GPU nodes and their pods' lifecycle, and a real
-kubelet with containerd (realnode.py) runs real pods beside them. The control plane
-listens on 127.0.0.1 only; the real node reaches it through its own network namespace.
+kubelet with containerd (realnode.py) runs real pods beside them, pulling their images from
+the machine's registry (registry.py), which runs while a cluster with a real node does. The
+control plane listens on 127.0.0.1 only; the real node reaches it through its own network
+namespace.
 The binaries come from tools.py (build-tools.sh), the simulated nodes' objects from
 node_manifests.py.
 
@@ -35,7 +37,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cluster.*` when run as a script
 
 from cluster.node_manifests import cpu_node, gpu_node
+from cluster.progress import ticking
 from cluster.realnode_config import KUBERNETES_SERVICE_IP, SERVICE_CIDR, NodeLayout
+from cluster.registry import Registry
 from cluster.tools import Tools, build_tools, cache_dir, default_cache_dir
 
 if TYPE_CHECKING:
@@ -132,6 +136,10 @@ class LocalCluster:
         return NodeLayout(node_id, self.workdir.parent / "realnode" / self.name)
 
     @property
+    def registry(self) -> Registry:
+        return Registry(self.tools.registry_bin / "registry")
+
+    @property
     def real_node(self) -> RealNode:
         from cluster.realnode import RealNode
 
@@ -183,7 +191,7 @@ class LocalCluster:
         gpus_per_node: int = 8,
         cpu_nodes: int = 1,
         real_node: bool = True,
-        load_images: bool = True,
+        pull_images: bool = True,
     ) -> None:
         """Start the cluster (or reuse a healthy one) and make sure its nodes exist."""
         if not self.is_healthy():
@@ -207,11 +215,13 @@ class LocalCluster:
             self._fingerprint_file.write_text(self._fingerprint())
         self._ensure_nodes(gpu_nodes, gpus_per_node, cpu_nodes)
         if real_node:
-            from cluster.images import load_built
+            from cluster.images import pull_built
 
-            self.real_node.up()
-            if load_images:
-                load_built(self.real_node)
+            self.registry.up()
+            with ticking("real node: starting containerd, CoreDNS, kube-proxy, kubelet"):
+                self.real_node.up()
+            if pull_images:
+                pull_built(self.real_node, self.registry)
 
     def down(self) -> None:
         """Stop every process of the cluster and its real node, and remove their state."""
@@ -230,6 +240,7 @@ class LocalCluster:
         leftovers = self.running_processes() + self.real_node.running()
         if leftovers:
             raise RuntimeError(f"still running after delete: {leftovers}")
+        self.registry.release()  # unless another cluster still pulls from it
 
     def running_processes(self) -> list[str]:
         """Command lines of live processes that belong to this cluster."""

@@ -8,7 +8,8 @@ ServiceMonitor, PodMonitor and PrometheusRule as a user's would.
 - Prometheus and its config reloader run in the pod the operator makes for a `Prometheus`,
   on the real node, so they discover and scrape targets exactly as in any cluster (the pod's
   service account, pod IPs). Their images hold only the static binaries build-tools.sh
-  compiled (FROM scratch, as the pause image) and are loaded into the node like ours.
+  compiled (FROM scratch, as the pause image) and are pulled from the local registry
+  like ours.
 - This machine routes to the real node's pod network: Prometheus's API is read at its pod IP.
 
     python tests/cluster/prometheus.py up --cluster mgj
@@ -33,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster import hostproc
 from cluster.localcluster import LocalCluster
-from cluster.realnode_config import NODE_KIND, NODE_KIND_LABEL, NODE_TAINT
+from cluster.realnode_config import NODE_KIND, NODE_KIND_LABEL, NODE_TAINT, REGISTRY_HOST
 from cluster.tools import Tools, build_tools
 
 NAMESPACE = "mgj-monitoring"
 NAME = "mgj"
 ENV_MARKER = "MGJ_PROMETHEUS_OPERATOR"
-IMAGES = "localhost/multigpu-operator"
+IMAGES = f"{REGISTRY_HOST}/multigpu-operator"  # built here, pushed to the local registry
 MODULE = "github.com/prometheus-operator/prometheus-operator"
 
 
@@ -61,10 +62,10 @@ class Monitoring:
         and evaluating every `interval`; its API's URL once it is Ready."""
         tools = self.install_crds()
         prometheus, reloader = _images(tools)
-        from cluster.images import load
+        from cluster.images import push
 
         for image in (prometheus, reloader):
-            load(self.cluster.real_node, image)
+            push(self.cluster.registry, image)  # the node pulls them, as every image
         if not self.running():
             port = _free_port()
             argv = [
@@ -200,8 +201,8 @@ def _objects(tools: Tools, image: str, interval: str) -> list[dict[str, Any]]:
             "spec": {
                 "image": image,
                 "version": tools.prometheus_version,
-                # Both images exist only in the node's containerd.
-                "imagePullPolicy": "Never",
+                # From the local registry; a rebuilt image has a new version tag.
+                "imagePullPolicy": "IfNotPresent",
                 "serviceAccountName": "prometheus",
                 "replicas": 1,
                 "scrapeInterval": interval,

@@ -2,9 +2,11 @@
 
 containerd (runc, cgroupfs), the CNI bridge, CoreDNS, kube-proxy (nftables) and a kubelet
 built from the pinned Kubernetes module run in a network namespace of their own
-(realnode_config.py has the layout and why). Pods really start there: they pull nothing
-(images are loaded into containerd by tests/cluster/images.py), resolve each other through
-the job's headless Service, and reach the API server through the `kubernetes` Service.
+(realnode_config.py has the layout and why). Pods really start there: containerd pulls
+their images from the machine's registry (registry.py) through a forwarder, they resolve
+each other through the job's headless Service, and reach the API server through the
+`kubernetes` Service. Only the pod sandbox's pause image is imported, not pulled: containerd
+needs it before any pod, and a node then starts whether or not `make images` has run.
 
 `up` reuses whatever is already running; `down` stops every process, unmounts everything,
 removes the namespace (and with it the bridge, routes and nftables rules) and the cgroups,
@@ -26,12 +28,15 @@ from urllib.parse import urlparse
 import yaml
 
 from cluster import hostproc
+from cluster.progress import size, ticking
 from cluster.realnode_config import (
     ENV_MARKER,
     NODE_KIND,
     NODE_KIND_LABEL,
     NODE_NAME,
     PAUSE_IMAGE,
+    REGISTRY_HOST,
+    REGISTRY_PORT,
     cni_config,
     containerd_config,
     corefile,
@@ -39,6 +44,7 @@ from cluster.realnode_config import (
     kubeconfig,
     kubelet_config,
     kubernetes_endpoint_slice,
+    registry_hosts,
 )
 
 if TYPE_CHECKING:
@@ -50,7 +56,7 @@ KUBELET_SYSCTLS = {
     "kernel/panic": "10",
     "kernel/panic_on_oops": "1",
 }
-DAEMONS = ("forwarder", "containerd", "coredns", "kube-proxy", "kubelet")
+DAEMONS = ("forwarder", "registry-forwarder", "containerd", "coredns", "kube-proxy", "kubelet")
 CTR = "ctr"
 
 
@@ -73,6 +79,7 @@ class RealNode:
         self._network()
         self._write_configs()
         self._start("forwarder", self._forwarder_argv())
+        self._start("registry-forwarder", self._registry_forwarder_argv())
         self._start(
             "containerd",
             self._in_netns("containerd", "--config", str(self._conf("containerd.toml"))),
@@ -148,6 +155,26 @@ class RealNode:
             raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
         return proc
 
+    def pull(self, ref: str, total: int) -> None:
+        """containerd pulls `ref` (of `total` bytes) from the registry through the hosts.toml
+        the kubelet's pulls use, showing how far it is; quick when it has the image."""
+        content = self.layout.containerd_root / "io.containerd.content.v1.content"
+        before = _bytes_under(content)
+
+        def status() -> str:
+            fetched = _bytes_under(content) - before
+            done = "unpacking" if fetched >= total else "pulling"
+            return f"{done}, {size(fetched)} fetched of {size(total)}"
+
+        # Inside the node's namespace, where localhost:5001 is nothing: only the hosts.toml
+        # leads to the registry, as for the kubelet's pulls.
+        argv = self._in_netns(
+            CTR, "--address", str(self.layout.containerd_socket), "--namespace", "k8s.io",
+            "images", "pull", "--hosts-dir", str(self.layout.registry_hosts_dir), ref,
+        )  # fmt: skip
+        with ticking(f"real node: {ref}", status):
+            _run(*argv)
+
     def image_labels(self) -> dict[str, dict[str, str]]:
         """Images in the node's containerd, by name, with their containerd labels."""
         out = self.ctr("images", "list").stdout.splitlines()[1:]
@@ -161,9 +188,14 @@ class RealNode:
     # Steps ----------------------------------------------------------------------------
 
     def _stale(self) -> bool:
-        """A node started against an earlier incarnation of the cluster (another CA)."""
+        """A node started against an earlier incarnation of the cluster (another CA), or
+        with another containerd configuration, which containerd reads only when it starts
+        (a node started by an earlier version of this code)."""
         marker = self.layout.run / "cluster-ca.crt"
-        return marker.exists() and marker.read_bytes() != self._pki("ca.crt").read_bytes()
+        if marker.exists() and marker.read_bytes() != self._pki("ca.crt").read_bytes():
+            return True
+        conf = self._conf("containerd.toml")
+        return conf.exists() and conf.read_text() != containerd_config(self.layout)
 
     def _network(self) -> None:
         node = self.layout
@@ -212,6 +244,9 @@ class RealNode:
         }
         for name, text in files.items():
             _write(self._conf(name), text)
+        hosts = node.registry_hosts_dir / REGISTRY_HOST
+        hosts.mkdir(parents=True, exist_ok=True)
+        _write(hosts / "hosts.toml", registry_hosts(node))
         node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
         _write(node.cni_conf_dir / "10-mgj.conflist", cni_config(node))
         node.sysctl_dir.mkdir(parents=True, exist_ok=True)
@@ -224,6 +259,14 @@ class RealNode:
             "socat",
             f"TCP-LISTEN:{6443},bind={self.layout.host_ip},reuseaddr,fork",
             f"TCP:127.0.0.1:{port}",
+        ]
+
+    def _registry_forwarder_argv(self) -> list[str]:
+        """The registry listens on 127.0.0.1 only, like the API server."""
+        return [
+            "socat",
+            f"TCP-LISTEN:{REGISTRY_PORT},bind={self.layout.host_ip},reuseaddr,fork",
+            f"TCP:127.0.0.1:{REGISTRY_PORT}",
         ]
 
     def _kubelet_argv(self) -> list[str]:
@@ -364,6 +407,17 @@ def _run(*argv: str) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+
+
+def _bytes_under(root: Path) -> int:
+    """Bytes of the files under `root` (containerd's content store: blobs and downloads)."""
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # a download that finished and moved between listing and stat
+    return total
 
 
 def _netns_has_link(netns: str, link: str) -> bool:

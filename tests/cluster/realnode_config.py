@@ -30,6 +30,10 @@ SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 CLUSTER_DOMAIN = "cluster.local"
 FORWARD_PORT = 6443
+# The machine's registry (registry.py) as pods name it; from inside the node's namespace it
+# is a forwarder on the machine's end of the veth (containerd's hosts.toml says so).
+REGISTRY_HOST = "localhost:5001"
+REGISTRY_PORT = 5001
 PAUSE_IMAGE = "localhost/multigpu-operator/pause:3.10.2"
 CNI_BIN_DIR = "/usr/lib/cni"
 RUNC = "/usr/sbin/runc"
@@ -95,6 +99,10 @@ class NodeLayout:
     def api_endpoint(self) -> str:
         return f"https://{self.host_ip}:{FORWARD_PORT}"
 
+    @property
+    def registry_endpoint(self) -> str:
+        return f"http://{self.host_ip}:{REGISTRY_PORT}"
+
     # Paths --------------------------------------------------------------------------
 
     @property
@@ -140,6 +148,11 @@ class NodeLayout:
         return self.etc / "cni"
 
     @property
+    def registry_hosts_dir(self) -> Path:
+        """containerd's config_path: <registry host>/hosts.toml for each registry."""
+        return self.etc / "certs.d"
+
+    @property
     def ipam_dir(self) -> Path:
         return self.run / "ipam"
 
@@ -154,7 +167,8 @@ class NodeLayout:
 
 
 def containerd_config(node: NodeLayout) -> str:
-    """containerd 1.6 (Debian's): CRI with runc on cgroupfs, local images only."""
+    """containerd 1.6 (Debian's): CRI with runc on cgroupfs, images from the registries
+    that registry_hosts_dir names (the machine's only)."""
     return f"""\
 version = 2
 root = "{node.containerd_root}"
@@ -183,6 +197,20 @@ state = "{node.containerd_state}"
     bin_dir = "{CNI_BIN_DIR}"
     conf_dir = "{node.cni_conf_dir}"
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{node.registry_hosts_dir}"
+"""
+
+
+def registry_hosts(node: NodeLayout) -> str:
+    """hosts.toml of REGISTRY_HOST: plain HTTP to the forwarder that reaches the registry
+    (localhost inside the node's namespace is the node's own loopback). containerd 1.6
+    refuses a file without a [host] table ("invalid `host` tree"), even beside `server`."""
+    return f"""\
+server = "{node.registry_endpoint}"
+
+[host."{node.registry_endpoint}"]
+  capabilities = ["pull", "resolve"]
 """
 
 
@@ -256,8 +284,9 @@ def kubelet_config(node: NodeLayout) -> str:
         "podLogsDir": str(node.pod_logs),
         "registerWithTaints": [NODE_TAINT],
         "serializeImagePulls": False,
-        # Images are loaded by hand (no registry): never garbage-collect them, and never
-        # evict pods for a disk that other work on this machine fills.
+        # Images pulled once stay (a second `make demo` starts its jobs at once): never
+        # garbage-collect them, and never evict pods for a disk that other work on this
+        # machine fills.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "evictionHard": {

@@ -41,6 +41,7 @@ class Tools:
     coredns_bin: Path
     pause_bin: Path
     kueue_bin: Path
+    registry_bin: Path  # the CNCF Distribution registry (registry.py)
 
     @property
     def kubectl(self) -> Path:
@@ -68,11 +69,12 @@ class Tools:
 LATE_TOOLS = ("kueue", "promtool", "prometheus", "prometheus-operator")
 
 
-def build_tools(*late: str) -> Tools:
+def build_tools(*late: str, only: bool = False) -> Tools:
     """Build (or find in the cache) the cluster's binaries and the `late` ones named
-    (LATE_TOOLS); raises with the failing step. Every path is filled in, built or not."""
+    (LATE_TOOLS), or with `only` just the tools named; raises with the failing step. Every
+    path is filled in, built or not."""
     proc = subprocess.run(
-        ["bash", str(HERE / "build-tools.sh"), "--core", *late],
+        ["bash", str(HERE / "build-tools.sh"), "--only" if only else "--core", *late],
         stdout=subprocess.PIPE,
         text=True,
         check=False,
@@ -95,6 +97,7 @@ def build_tools(*late: str) -> Tools:
         coredns_bin=Path(values["COREDNS_BIN"]),
         pause_bin=Path(values["PAUSE_BIN"]),
         kueue_bin=Path(values["KUEUE_BIN"]),
+        registry_bin=Path(values["REGISTRY_BIN"]),
     )
 
 

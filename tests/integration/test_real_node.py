@@ -39,7 +39,7 @@ def throwaway() -> Iterator[LocalCluster]:
 
 def test_up_reuses_and_down_leaves_nothing(throwaway: LocalCluster) -> None:
     before = sysctls()
-    throwaway.up(gpu_nodes=0, cpu_nodes=0, load_images=False)
+    throwaway.up(gpu_nodes=0, cpu_nodes=0, pull_images=False)
     node = throwaway.real_node
     pids = sorted(p.read_text() for p in node.layout.run.glob("*.pid"))
     # A pod of its own makes a sandbox: a network namespace, mounts and cgroups to remove.
@@ -61,7 +61,7 @@ def test_up_reuses_and_down_leaves_nothing(throwaway: LocalCluster) -> None:
 
     wait_for(running, "a pod on the real node", timeout=60)
     assert node.running(), "the node's processes, mounts and namespace exist"
-    throwaway.up(gpu_nodes=0, cpu_nodes=0, load_images=False)  # a second up
+    throwaway.up(gpu_nodes=0, cpu_nodes=0, pull_images=False)  # a second up
     assert sorted(p.read_text() for p in node.layout.run.glob("*.pid")) == pids
     throwaway.down()
     assert node.running() == []

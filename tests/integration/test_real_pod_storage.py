@@ -22,11 +22,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
-from support.real_pods import bind_local_volume, on_real_node, pod_log
+from support.real_pods import bind_local_volume, on_real_node, pod_log, unpushed_images
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -51,9 +50,8 @@ def real(
     operator: OperatorProcess,
 ) -> JobEnv:
     """This test's namespace, enforcing "restricted", watched by the operator."""
-    assert TRAINER_IMAGE in installed_crd.real_node.image_labels(), (
-        f"{TRAINER_IMAGE} not on the real node: run `make images` first"
-    )
+    missing = unpushed_images(installed_crd)
+    assert not missing, f"{missing} not in the local registry: run `make images` first"
     installed_crd.kubectl(
         "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted"
     )

@@ -1,12 +1,12 @@
 """Real pods on the local cluster's real node (tests/cluster/realnode.py): the operator,
-installed by Helm from the image `make images` built, runs as a pod there, and every
-training mode trains there on real torch processes, in a namespace that enforces Pod
-Security "restricted".
+installed by Helm from the local OCI registry (chart and image, as `make images` and
+install_operator pushed them), runs as a pod there, and every training mode trains there on
+real torch processes, in a namespace that enforces Pod Security "restricted".
 
-Unlike the kwok-based tests, nothing here is simulated: the kubelet pulls nothing (the
-images are loaded into the node's containerd), starts the containers, resolves rank 0
-through the job's headless Service (CoreDNS), and reports exit codes, OOM kills and image
-errors itself.
+Unlike the kwok-based tests, nothing here is simulated: the kubelet pulls every image from
+the local registry (policy Always: each pod start asks the registry), starts the
+containers, resolves rank 0 through the job's headless Service (CoreDNS), and reports exit
+codes, OOM kills and image errors itself.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.images import OPERATOR_IMAGE, TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
 from support.chart import helm
 from support.jobs import JobEnv, condition
-from support.real_pods import install_operator, on_real_node, pod_log
+from support.real_pods import install_operator, on_real_node, pod_log, unpushed_images
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -40,19 +39,20 @@ ACCURACY = re.compile(r"final test_accuracy=([0-9.]+)")
 def real_namespace(installed_crd: LocalCluster) -> Iterator[str]:
     """A namespace enforcing Pod Security "restricted", with the chart's operator running
     on the real node and watching only it."""
-    images = installed_crd.real_node.image_labels()
-    missing = [i for i in (TRAINER_IMAGE, OPERATOR_IMAGE) if i not in images]
-    assert not missing, f"{missing} not on the real node: run `make images` first"
+    missing = unpushed_images(installed_crd)
+    assert not missing, f"{missing} not in the local registry: run `make images` first"
     name = f"real-pods-{uuid.uuid4().hex[:6]}"
     installed_crd.kubectl("create", "namespace", name)
     installed_crd.kubectl(
         "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted"
     )
-    install_operator(installed_crd, RELEASE, name, "--set", f"watchNamespace={name}")
-    yield name
-    kubeconfig = ("--kubeconfig", str(installed_crd.kubeconfig))
-    helm(installed_crd.tools, "uninstall", RELEASE, "-n", name, *kubeconfig, check=False)
-    installed_crd.kubectl("delete", "namespace", name, "--wait=false")
+    try:
+        install_operator(installed_crd, RELEASE, name, "--set", f"watchNamespace={name}")
+        yield name
+    finally:  # also after a failed install: its ClusterRole would block the next one
+        kubeconfig = ("--kubeconfig", str(installed_crd.kubeconfig))
+        helm(installed_crd.tools, "uninstall", RELEASE, "-n", name, *kubeconfig, check=False)
+        installed_crd.kubectl("delete", "namespace", name, "--wait=false")
 
 
 @pytest.fixture

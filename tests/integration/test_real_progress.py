@@ -22,11 +22,10 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
 from support.jobs import JobEnv, condition
 from support.operator_process import OperatorProcess
-from support.real_pods import bind_local_volume, on_real_node, pod_log
+from support.real_pods import bind_local_volume, on_real_node, pod_log, unpushed_images
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -48,9 +47,8 @@ def real(
     namespace: str,
     operator: OperatorProcess,
 ) -> JobEnv:
-    assert TRAINER_IMAGE in installed_crd.real_node.image_labels(), (
-        f"{TRAINER_IMAGE} not on the real node: run `make images` first"
-    )
+    missing = unpushed_images(installed_crd)
+    assert not missing, f"{missing} not in the local registry: run `make images` first"
     return JobEnv(installed_crd, api_client, core, namespace)
 
 

@@ -19,7 +19,7 @@ def own_cluster(name: str) -> Iterator[LocalCluster]:
     afterwards, also when its set-up fails half-way."""
     cluster = LocalCluster(build_tools(), name)
     try:
-        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, load_images=False)
+        cluster.up(gpu_nodes=0, cpu_nodes=1, real_node=False, pull_images=False)
         cluster.install_crds(REPO / "manifests/crd")
         yield cluster
     finally:
