@@ -243,6 +243,9 @@ def pull_built(node: RealNode, registry: Registry) -> None:
             say(f"{ref}: not in the registry (make images); not pulled")
             continue
         node.pull(ref, registry.image_bytes(ref))
+        # And by its published name, through the mirror (nothing more to fetch): a job
+        # applied as written (make demo's, a user's) finds the image just built.
+        node.pull(name, registry.image_bytes(ref))
 
 
 # Helpers ----------------------------------------------------------------------------------

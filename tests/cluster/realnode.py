@@ -35,6 +35,7 @@ from cluster.realnode_config import (
     NODE_KIND_LABEL,
     NODE_NAME,
     PAUSE_IMAGE,
+    PUBLISHED_REGISTRY,
     REGISTRY_HOST,
     REGISTRY_PORT,
     cni_config,
@@ -44,6 +45,7 @@ from cluster.realnode_config import (
     kubeconfig,
     kubelet_config,
     kubernetes_endpoint_slice,
+    published_registry_hosts,
     registry_hosts,
 )
 
@@ -244,9 +246,12 @@ class RealNode:
         }
         for name, text in files.items():
             _write(self._conf(name), text)
-        hosts = node.registry_hosts_dir / REGISTRY_HOST
-        hosts.mkdir(parents=True, exist_ok=True)
-        _write(hosts / "hosts.toml", registry_hosts(node))
+        for host, text in (
+            (REGISTRY_HOST, registry_hosts(node)),
+            (PUBLISHED_REGISTRY, published_registry_hosts(node)),
+        ):
+            (node.registry_hosts_dir / host).mkdir(parents=True, exist_ok=True)
+            _write(node.registry_hosts_dir / host / "hosts.toml", text)
         node.cni_conf_dir.mkdir(parents=True, exist_ok=True)
         _write(node.cni_conf_dir / "10-mgj.conflist", cni_config(node))
         node.sysctl_dir.mkdir(parents=True, exist_ok=True)

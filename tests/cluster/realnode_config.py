@@ -33,6 +33,9 @@ FORWARD_PORT = 6443
 # The machine's registry (registry.py) as pods name it; from inside the node's namespace it
 # is a forwarder on the machine's end of the veth (containerd's hosts.toml says so).
 REGISTRY_HOST = "localhost:5001"
+# Where the chart and the examples say the images are: the node looks for them in the local
+# registry first (a mirror), so a job applied as written (make demo) pulls what was built.
+PUBLISHED_REGISTRY = "ghcr.io"
 REGISTRY_PORT = 5001
 PAUSE_IMAGE = "localhost/multigpu-operator/pause:3.10.2"
 CNI_BIN_DIR = "/usr/lib/cni"
@@ -208,6 +211,17 @@ def registry_hosts(node: NodeLayout) -> str:
     refuses a file without a [host] table ("invalid `host` tree"), even beside `server`."""
     return f"""\
 server = "{node.registry_endpoint}"
+
+[host."{node.registry_endpoint}"]
+  capabilities = ["pull", "resolve"]
+"""
+
+
+def published_registry_hosts(node: NodeLayout) -> str:
+    """hosts.toml of PUBLISHED_REGISTRY: the local registry as its mirror (containerd tries
+    a [host] before `server`), which holds the images under the same paths."""
+    return f"""\
+server = "https://{PUBLISHED_REGISTRY}"
 
 [host."{node.registry_endpoint}"]
   capabilities = ["pull", "resolve"]
