@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -185,3 +186,10 @@ def remove_cgroup(name: str) -> None:
                     time.sleep(0.1)  # a killed process may take a moment to leave it
             else:
                 raise RuntimeError(f"cgroup {path} cannot be removed")
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now, for a host process to listen on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

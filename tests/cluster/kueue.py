@@ -16,7 +16,6 @@ import argparse
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cluster import hostproc
 from cluster.localcluster import LocalCluster
-from cluster.tools import build_tools
+from cluster.tools import build_tools, module_dir
 
 NAMESPACE = "kueue-system"
 MULTIGPUJOB = "MultiGPUJob.v1alpha1.multigpu.dev"
@@ -45,7 +44,7 @@ class Kueue:
         self.cluster = cluster
         self.manager = manager
         self.dir = cluster.kubeconfig.parent / "kueue"
-        self.module = _module_dir()
+        self.module = module_dir("kueue", "sigs.k8s.io/kueue")
 
     @property
     def marker(self) -> str:
@@ -58,7 +57,7 @@ class Kueue:
         """Start Kueue (or keep the one running) and wait until it serves its webhooks."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if not self.running():
-            ports = {name: _free_port() for name in ("webhook", "health", "metrics")}
+            ports = {name: hostproc.free_port() for name in ("webhook", "health", "metrics")}
             self._certificates()
             self.cluster.kubectl("create", "namespace", NAMESPACE, check=False)
             crds = self.module / "config/components/crd/bases"
@@ -214,22 +213,6 @@ class Kueue:
             doc["webhooks"] = hooks
             items.append(doc)
         return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
-def _module_dir() -> Path:
-    """Kueue's module source (CRDs, webhook manifests) as build-tools.sh downloaded it."""
-    here = Path(__file__).resolve().parent / "go/kueue"
-    out = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue"],
-        cwd=here, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return Path(out.stdout.strip())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ok(url: str) -> bool:

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -35,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cluster import hostproc
 from cluster.localcluster import LocalCluster
 from cluster.realnode_config import NODE_KIND, NODE_KIND_LABEL, NODE_TAINT, REGISTRY_HOST
-from cluster.tools import Tools, build_tools
+from cluster.tools import Tools, build_tools, module_dir
 
 NAMESPACE = "mgj-monitoring"
 NAME = "mgj"
@@ -67,7 +65,7 @@ class Monitoring:
         for image in (prometheus, reloader):
             push(self.cluster.registry, image)  # the node pulls them, as every image
         if not self.running():
-            port = _free_port()
+            port = hostproc.free_port()
             argv = [
                 str(tools.prometheus_operator_bin / "operator"),
                 f"--web.listen-address=127.0.0.1:{port}",
@@ -98,7 +96,9 @@ class Monitoring:
         # Built on first use (build_tools's LATE_TOOLS), or waited for when a test session's
         # background build has them in hand; the build downloads the module.
         tools = build_tools("prometheus", "prometheus-operator")
-        self.cluster.install_crds(_module_dir() / "example/prometheus-operator-crd")
+        self.cluster.install_crds(
+            module_dir("prometheus-operator", MODULE) / "example/prometheus-operator-crd"
+        )
         return tools
 
     def down(self) -> None:
@@ -220,22 +220,6 @@ def _objects(tools: Tools, image: str, interval: str) -> list[dict[str, Any]]:
             },
         },
     ]
-
-
-def _module_dir() -> Path:
-    """The Prometheus Operator's module source (its CRDs), as build-tools.sh downloaded it."""
-    here = Path(__file__).resolve().parent / "go/prometheus-operator"
-    out = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", MODULE],
-        cwd=here, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return Path(out.stdout.strip())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main(argv: list[str] | None = None) -> int:

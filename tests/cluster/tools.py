@@ -111,3 +111,14 @@ def start_late_build(late: list[str], log: Path) -> subprocess.Popen[bytes]:
             stderr=out,
             start_new_session=True,
         )
+
+
+def module_dir(pinned_in: str, module: str) -> Path:
+    """The source of `module` as pinned under tests/cluster/go/`pinned_in` (CRDs and
+    manifests ship in Go modules), as build-tools.sh downloaded it."""
+    out = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", module],
+        cwd=Path(__file__).resolve().parent / "go" / pinned_in,
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return Path(out.stdout.strip())
