@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cluster import hostproc
 from cluster.progress import say, size, ticking
 from cluster.registry import Registry, app_version, local_name, push_chart
 from cluster.tools import build_tools, cache_dir
@@ -102,7 +103,7 @@ def stand_in_python() -> Built:
     if not rootfs.exists():
         partial = rootfs.with_suffix(".partial.tar")  # mmdebstrap picks the format by suffix
         with ticking("mmdebstrap: Debian bookworm with Python"):
-            _run(
+            hostproc.run(
                 "mmdebstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}",
                 "bookworm", str(partial),
             )  # fmt: skip
@@ -289,7 +290,7 @@ def _wheelhouse(requirements: list[str]) -> Path:
     stamp = house / f".{_digest(' '.join(_requirement_text(requirements)))}"
     if not stamp.exists():
         house.mkdir(parents=True, exist_ok=True)
-        _run(
+        hostproc.run(
             sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
             "--dest", str(house), *requirements,
         )  # fmt: skip
@@ -307,14 +308,6 @@ def _requirement_text(requirements: list[str]) -> list[str]:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
-def _run(*argv: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(argv)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -246,17 +246,9 @@ class LocalCluster:
         """Command lines of live processes that belong to this cluster."""
         # The trailing slash keeps "mgj" from matching "mgj-test".
         marker = f"{self.workdir / 'clusters' / self.name}/"
-        found = []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(cmdline.strip())
-        return found
+        from cluster import hostproc
+
+        return hostproc.cmdlines_containing(marker)
 
     def _config_documents(self) -> list[dict[str, Any]]:
         k8s = self.tools.k8s_bin

@@ -8,11 +8,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 def size(n: float) -> str:
     """Bytes the way the lines show them: 850 MB, 5.9 GB."""
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def bytes_under(root: Path) -> int:
+    """Bytes of the files under `root` (a push's or a pull's progress is its growth)."""
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue  # a download that finished and moved between listing and stat
+    return total
 
 
 def say(line: str) -> None:

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 import yaml
 
 from cluster import hostproc
-from cluster.progress import size, ticking
+from cluster.progress import bytes_under, size, ticking
 from cluster.realnode_config import (
     ENV_MARKER,
     NODE_KIND,
@@ -161,10 +161,10 @@ class RealNode:
         """containerd pulls `ref` (of `total` bytes) from the registry through the hosts.toml
         the kubelet's pulls use, showing how far it is; quick when it has the image."""
         content = self.layout.containerd_root / "io.containerd.content.v1.content"
-        before = _bytes_under(content)
+        before = bytes_under(content)
 
         def status() -> str:
-            fetched = _bytes_under(content) - before
+            fetched = bytes_under(content) - before
             done = "unpacking" if fetched >= total else "pulling"
             return f"{done}, {size(fetched)} fetched of {size(total)}"
 
@@ -412,17 +412,6 @@ def _run(*argv: str) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-
-
-def _bytes_under(root: Path) -> int:
-    """Bytes of the files under `root` (containerd's content store: blobs and downloads)."""
-    total = 0
-    for path in root.rglob("*"):
-        try:
-            total += path.stat().st_size if path.is_file() else 0
-        except OSError:
-            continue  # a download that finished and moved between listing and stat
-    return total
 
 
 def _netns_has_link(netns: str, link: str) -> bool:

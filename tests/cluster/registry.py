@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from typing import Any
 import yaml
 
 from cluster import hostproc
+from cluster.progress import bytes_under
 from cluster.realnode_config import REGISTRY_HOST as HOST
 from cluster.realnode_config import REGISTRY_PORT as PORT
 from cluster.tools import cache_dir
@@ -119,13 +119,8 @@ class Registry:
     def release(self) -> None:
         """Stop the registry unless a local cluster of this cache still runs (a pull needs it)."""
         clusters = f"{cache_dir() / 'kwok' / 'clusters'}/"
-        for proc in Path("/proc").glob("[0-9]*/cmdline"):
-            try:
-                cmdline = proc.read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "kube-apiserver" in cmdline and clusters in cmdline:
-                return
+        if any("kube-apiserver" in c for c in hostproc.cmdlines_containing(clusters)):
+            return
         hostproc.stop(self.processes())
 
     def _config(self) -> dict[str, Any]:
@@ -162,7 +157,7 @@ class Registry:
 
     def stored_bytes(self) -> int:
         """Bytes on disk under the storage (a push's progress is its growth)."""
-        return sum(f.stat().st_size for f in self.storage.rglob("*") if f.is_file())
+        return bytes_under(self.storage)
 
     def _manifest_request(self, ref: str, method: str) -> urllib.request.Request:
         name, tag = ref.removeprefix(HOST + "/").rsplit(":", 1)
@@ -179,16 +174,10 @@ def push_chart(helm: Path, version: str | None = None) -> str:
     the chart under test is always the working tree's."""
     version = version or str(chart_meta()["version"])
     with tempfile.TemporaryDirectory() as out:
-        _run(
+        hostproc.run(
             str(helm), "package", str(CHART), "--version", version,
             "--app-version", app_version(), "--destination", out,
         )  # fmt: skip
         (package,) = Path(out).glob("*.tgz")
-        _run(str(helm), "push", str(package), CHARTS, "--plain-http")
+        hostproc.run(str(helm), "push", str(package), CHARTS, "--plain-http")
     return version
-
-
-def _run(*argv: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stdout}\n{proc.stderr}")

@@ -22,7 +22,7 @@ from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
 from cluster.registry import chart_meta, local_name
 from support.chart import helm
-from support.jobs import JobEnv
+from support.jobs import JobEnv, job_manifest
 from support.real_pods import install_operator, on_real_node, unpushed_images
 from support.waiting import wait_for
 
@@ -45,27 +45,9 @@ def bumped(version: str) -> str:
 
 def jobs() -> list[dict[str, Any]]:
     """Two 2-pod jobs: one on the real node (waiting for FINISH), one on the GPU nodes."""
-    real = {
-        "apiVersion": "multigpu.dev/v1alpha1",
-        "kind": "MultiGPUJob",
-        "metadata": {"name": REAL},
-        "spec": {
-            "mode": "DistributedDataParallel",
-            "replicas": 2,
-            "gpusPerReplica": 0,
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": TRAINER_IMAGE,
-                            "command": ["python", "-c", WAIT_FOR_FINISH],
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    real = job_manifest(REAL)
+    trainer = real["spec"]["template"]["spec"]["containers"][0]
+    trainer.update(image=TRAINER_IMAGE, command=["python", "-c", WAIT_FOR_FINISH])
     simulated: dict[str, Any] = yaml.safe_load((REPO / "examples/ddp.yaml").read_text())
     simulated["metadata"]["name"] = SIMULATED
     simulated["spec"]["gpusPerReplica"] = 1
