@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from multigpu_operator.api.spec import API_VERSION, KIND
-from multigpu_operator.cluster.errors import ClusterError, Conflict, Gone, Invalid, NotFound
+from multigpu_operator.cluster.errors import ClusterError, Gone, Invalid, NotFound
 from multigpu_operator.cluster.kinds import (
     EVENTS,
     JOBS,
@@ -49,6 +49,7 @@ from multigpu_operator.cluster.kinds import (
     WORKLOADS,
     Kind,
 )
+from support.fake_api_rules import apply_merge_patch, matches, precondition
 from support.status_schema import status_problems
 
 ObjectKey = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped kinds
@@ -244,7 +245,7 @@ class FakeCluster:
         items = [
             copy.deepcopy(obj)
             for obj in self.objects[kind].values()
-            if _matches(obj, selector, namespace)
+            if matches(obj, selector, namespace)
         ]
         return items, str(self._version)
 
@@ -268,7 +269,7 @@ class FakeCluster:
                 raise Gone(f"too old resource version: {seen}", 410)
             changed = self._changed
             for version, of, event in self._log:
-                if version > seen and of == kind and _matches(event["object"], selector, namespace):
+                if version > seen and of == kind and matches(event["object"], selector, namespace):
                     yield copy.deepcopy(event)
                 seen = max(seen, version)
             try:
@@ -309,7 +310,7 @@ class FakeCluster:
         meta = body["metadata"]
         await self._call("update", kind, meta.get("namespace"), meta["name"])
         current = self._existing(kind, meta.get("namespace"), meta["name"])
-        _precondition(kind, current, meta.get("resourceVersion"))
+        precondition(kind, current, meta.get("resourceVersion"))
         replaced = copy.deepcopy(dict(body))
         replaced["metadata"]["uid"] = current["metadata"].get("uid")
         return copy.deepcopy(self._store(kind, replaced, "MODIFIED"))
@@ -327,13 +328,13 @@ class FakeCluster:
         args = (namespace, name, copy.deepcopy(dict(patch)))
         await self._call("patch", kind, *args, subresource=subresource)
         current = self._existing(kind, namespace, name)
-        _precondition(kind, current, resource_version)
+        precondition(kind, current, resource_version)
         # The status subresource writes only the status; the object itself all else.
         if subresource == "status":
             part = {"status": patch.get("status") or {}}
         else:
             part = {k: v for k, v in patch.items() if k != "status"}
-        updated = _merge(current, part)
+        updated = apply_merge_patch(current, part)
         if kind == JOBS:
             problems = status_problems(updated.get("status") or {})
             if problems:
@@ -421,41 +422,3 @@ class FakeCluster:
         # Each watch waits on the Event that was current when it last looked.
         self._changed.set()
         self._changed = asyncio.Event()
-
-
-def _precondition(kind: Kind, current: Mapping[str, Any], resource_version: str | None) -> None:
-    if resource_version is not None and resource_version != current["metadata"].get(
-        "resourceVersion"
-    ):
-        raise Conflict(
-            f'Operation cannot be fulfilled on {kind.plural} "{current["metadata"]["name"]}": '
-            "the object has been modified; please apply your changes to the latest version "
-            "and try again",
-            409,
-        )
-
-
-def _merge(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON merge patch (RFC 7386): null removes a key, objects merge, the rest replaces."""
-    merged = dict(target)
-    for key, value in patch.items():
-        if value is None:
-            merged.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def _matches(obj: Mapping[str, Any], selector: str | None, namespace: str | None) -> bool:
-    """`namespace` (None: all) and a label selector of `key` / `key=value` terms."""
-    meta = obj["metadata"]
-    if namespace is not None and meta.get("namespace", namespace) != namespace:
-        return False
-    labels = meta.get("labels") or {}
-    for term in filter(None, (selector or "").split(",")):
-        key, _, value = term.partition("=")
-        if key not in labels or (value and labels[key] != value):
-            return False
-    return True

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.actuator.status import merge_patch
-from support.fake_cluster import _merge
+from support.fake_api_rules import apply_merge_patch
 
 
 @pytest.mark.parametrize(
@@ -32,4 +32,4 @@ def test_merge_patch_turns_before_into_after(
     before: dict[str, Any], after: dict[str, Any], patch: dict[str, Any]
 ) -> None:
     assert merge_patch(before, after) == patch
-    assert _merge(before, patch) == after  # applied as the API server applies it
+    assert apply_merge_patch(before, patch) == after  # applied as the API server applies it
