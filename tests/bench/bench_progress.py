@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from multigpu_operator.cluster.process_metrics import ProcessMetrics
 from multigpu_operator.controller.workers import Controller
+from multigpu_operator.local.host import free_port
 from multigpu_operator.policy import training
 from multigpu_operator.settings import Settings
 from support.fake_cluster import FakeCluster
@@ -61,12 +61,6 @@ time.sleep(10**6)
 
 
 ROUND = training.PROGRESS_READ_SECONDS
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Counted:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from multigpu_operator.local.host import free_port as free_port
 
 CGROUP_FS = ("cgroup", "cgroup2")
 
@@ -186,13 +187,6 @@ def remove_cgroup(name: str) -> None:
                     time.sleep(0.1)  # a killed process may take a moment to leave it
             else:
                 raise RuntimeError(f"cgroup {path} cannot be removed")
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now, for a host process to listen on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cmdlines_containing(text: str) -> list[str]:

@@ -13,10 +13,11 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.localcluster import LocalCluster
+from multigpu_operator.local.host import free_port
 from multigpu_train import metrics as trainer_metrics
 from support.chart import only, render
 from support.jobs import SIM, apply, job_manifest, job_phase
-from support.operator_process import OperatorProcess, free_port
+from support.operator_process import OperatorProcess
 from support.promql import (
     DASHBOARD,
     dashboard_expressions,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from multigpu_operator.local.host import free_port as free_port
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 # Variables of the launch contract: a test sets exactly the ones it means to.
@@ -28,13 +29,6 @@ CONTRACT_NAMES = (
     "NVIDIA_VISIBLE_DEVICES",
     "CUDA_VISIBLE_DEVICES",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

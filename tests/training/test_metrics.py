@@ -48,7 +48,7 @@ def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 
 def test_served_on_port_plus_local_rank_with_job_and_rank_labels() -> None:
-    base = procs.free_port()
+    base = procs.free_port(count=2)  # rank 0 on base, local rank 1 one port up
     served = metrics.start(base, 0, "job-a", 5, world_size=6, restarts=2)
     served.observe_step(32, data_seconds=0.01, step_seconds=0.1, loss=0.5)
     served.observe_step(32, data_seconds=0.01, step_seconds=0.1, loss=0.25)

@@ -3,20 +3,14 @@ real prometheus_client endpoint as the trainer serves it."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from multigpu_operator.cluster.process_metrics import ProcessMetrics, parse
+from multigpu_operator.local.host import free_port
 from multigpu_operator.policy import training
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -16,17 +16,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from multigpu_operator.local.host import free_port
 from multigpu_operator.policy import training
 from multigpu_train import metrics, progress
 
 Samples = dict[str, dict[tuple[tuple[str, str], ...], float]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def scrape(port: int, names: tuple[str, ...] = training.GAUGES) -> Samples:

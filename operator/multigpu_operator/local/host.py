@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -54,12 +55,37 @@ def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(str(i) for i in range(count))
 
 
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the OS picks it)."""
+# Where the kernel picks the local ports of outgoing connections (Linux's default range).
+EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
+LISTEN_PORTS_FROM = 10000
+
+
+def free_port(count: int = 1) -> int:
+    """The first of `count` consecutive ports free on 127.0.0.1 now, for processes about
+    to listen on them. They lie below the kernel's ephemeral range: a port the OS picks
+    (bind to port 0) comes from that range, where any outgoing connection of this machine
+    may take it before the listener binds (as one did, beside a busy test cluster)."""
+    try:
+        first_ephemeral = int(Path(EPHEMERAL_PORTS).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768
+    # Random, so that processes choosing at the same time rarely meet.
+    choose = random.SystemRandom()
+    last_first = max(LISTEN_PORTS_FROM, first_ephemeral - count)
+    for _ in range(200):
+        first = choose.randint(LISTEN_PORTS_FROM, last_first)
+        if all(_bindable(port) for port in range(first, first + count)):
+            return first
+    raise RuntimeError(f"no {count} free consecutive ports below {first_ephemeral}")
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def kill_tree(pid: int) -> None:
