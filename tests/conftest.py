@@ -8,8 +8,8 @@
   cluster goes to one worker, one after another as without xdist (they share one control
   plane, its GPUs and its real node), while the other worker runs the unit and training
   tests, which need no cluster: the cluster tests mostly wait, the others mostly compute.
-  The modules that start a control plane of their own and never touch the shared one
-  (INDEPENDENT) run on that other worker too, after the unit and training tests.
+  Then that worker runs the modules of a second cluster with simulated nodes only
+  (SIMULATED) and those that start a control plane of their own (INDEPENDENT).
 """
 
 from __future__ import annotations
@@ -22,20 +22,12 @@ from typing import Any
 import pytest
 
 from cluster.tools import LATE_TOOLS, cache_dir, start_late_build
+from support.suite_scopes import independent, scope_of, simulated
 
 LATE_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
 # Tests marked with these tools go last, in this order (build-tools.sh builds them in the
 # same order): the longest builds have the most time. Kueue's is the longest.
 LAST = ("prometheus-operator", "kueue")
-# Node ids are relative to the repository root.
-CLUSTER_SCOPE = "tests/integration/"
-# Modules whose every test runs on a control plane of the module's own (no real node, no
-# shared cluster, no Kueue of the shared one): they may run beside the shared cluster's
-# tests. A module that is not listed runs in the shared scope, one test at a time.
-INDEPENDENT = (
-    "tests/integration/test_chart_rbac_clusterwide.py",
-    "tests/integration/test_operator_outage.py",
-)
 
 
 def late_tools(item: pytest.Item) -> set[str]:
@@ -51,16 +43,14 @@ def xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not xdist_worker(config)
 
 
-def independent(nodeid: str) -> bool:
-    return nodeid.split("::", 1)[0] in INDEPENDENT
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # The independent modules last: under xdist the free worker reaches them once the
-    # unit and training tests are done, not while the shared cluster starts.
-    items[:] = [i for i in items if not independent(i.nodeid)] + [
-        i for i in items if independent(i.nodeid)
-    ]
+    # The simulated cluster's modules, then the independent ones, last: under xdist the
+    # free worker reaches them once the unit and training tests are done, not while the
+    # shared cluster starts.
+    def rank(item: pytest.Item) -> int:
+        return 2 if independent(item.nodeid) else 1 if simulated(item.nodeid) else 0
+
+    items.sort(key=rank)  # stable: collection order within each
     for tool in LAST:
         last = [item for item in items if tool in late_tools(item)]
         if last:
@@ -70,18 +60,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """xdist's scope scheduling with every shared-cluster test in one scope: one worker
-    runs them in collection order, the others take the rest test by test, and each
-    independent module as a scope of its own. Scopes go out in collection order, not
-    largest first, so the independent modules come last. (xdist's own loadgroup marks do
-    not group under pytest 9, whose node ids it can no longer rewrite.)"""
+    """xdist's scope scheduling with every test of one cluster in one scope
+    (support/suite_scopes.py): one worker runs the shared cluster's in collection order,
+    the other takes the rest test by test, then the simulated cluster's and each
+    independent module. Scopes go out in collection order, not largest first, so those
+    come last. (xdist's own loadgroup marks do not group under pytest 9, whose node ids it
+    can no longer rewrite.)"""
     from xdist.scheduler import LoadScopeScheduling
 
     class ClusterTestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if independent(nodeid):
-                return nodeid.split("::", 1)[0]
-            return CLUSTER_SCOPE if nodeid.startswith(CLUSTER_SCOPE) else nodeid
+            return scope_of(nodeid)
 
     config.option.loadscopereorder = False
     return ClusterTestsTogether(config, log)

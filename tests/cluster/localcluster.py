@@ -21,6 +21,8 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +54,9 @@ DEFAULT_NAME = "mgj"
 # The test suite has a cluster of its own, so jobs left on the default one (by `make demo`
 # or by hand) never hold the GPUs its tests count on.
 TEST_NAME = "mgj-test"
+# The second test cluster, simulated nodes only, for the modules `make test` runs beside
+# the shared cluster's (tests/support/suite_scopes.py).
+SIMULATED_NAME = "mgj-test-sim"
 # The MultiKueue manager cluster of tests/integration/test_multikueue.py (TEST_NAME is
 # its worker).
 MANAGER_NAME = "mgj-manager"
@@ -203,9 +209,10 @@ class LocalCluster:
             with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as cfg:
                 yaml.safe_dump_all(self._config_documents(), cfg)
             try:
-                created = self.kwokctl(
-                    "create", "cluster", "--config", cfg.name, "--wait", "120s", check=False
-                )
+                with self._creating_alone():
+                    created = self.kwokctl(
+                        "create", "cluster", "--config", cfg.name, "--wait", "120s", check=False
+                    )
             finally:
                 os.unlink(cfg.name)
             if created.returncode != 0:
@@ -222,6 +229,16 @@ class LocalCluster:
                 self.real_node.up()
             if pull_images:
                 pull_built(self.real_node, self.registry)
+
+    @contextlib.contextmanager
+    def _creating_alone(self) -> Iterator[None]:
+        """One `kwokctl create cluster` at a time on this machine: each takes the first
+        free ports counting down from 32767, so two at once (the test workers' clusters)
+        pick the same ones. Once created, its components hold their ports."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / "create.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def down(self) -> None:
         """Stop every process of the cluster and its real node, and remove their state."""
@@ -363,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     down = sub.add_parser("down", help="stop the cluster and leave nothing running")
     down.add_argument(
-        "--all", action="store_true", help=f"also stop {TEST_NAME} and {MANAGER_NAME}, the tests'"
+        "--all",
+        action="store_true",
+        help=f"also stop {TEST_NAME}, {SIMULATED_NAME} and {MANAGER_NAME}, the tests'",
     )
     sub.add_parser("kubeconfig", help="print the kubeconfig path")
     sub.add_parser("tools", help="build the binaries and print their directories")
@@ -377,7 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cluster {cluster.name} ready in {time.monotonic() - start:.1f}s", file=sys.stderr)
         print(cluster.kubeconfig)
     elif args.command == "down":
-        names = dict.fromkeys([args.name, TEST_NAME, MANAGER_NAME] if args.all else [args.name])
+        everything = [args.name, TEST_NAME, SIMULATED_NAME, MANAGER_NAME]
+        names = dict.fromkeys(everything if args.all else [args.name])
         for name in names:
             LocalCluster(tools, name).down()
             print(f"cluster {name} stopped", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Fixtures for tests against the local control plane.
 
-The cluster is started once per session (or a running one is reused) and stopped at
-the end if this session started it. A build or start failure is an ERROR, never a
-skip: integration tests must not pass by not running.
+Each cluster is started once per session, when a module first needs it (or a running one
+is reused), and stopped at the end if this session started it: the shared one, and under
+xdist the simulated one of support/suite_scopes.py's SIMULATED modules. A build or start
+failure is an ERROR, never a skip: integration tests must not pass by not running.
 """
 
 from __future__ import annotations
@@ -22,26 +23,58 @@ from cluster.tools import build_tools
 from support.events import list_events
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
+from support.suite_scopes import cluster_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Clusters:
+    """The clusters this session's modules run on (support/suite_scopes.py): each started
+    (or a running one reused) on first use, with the CRD installed once."""
+
+    def __init__(self) -> None:
+        self.ready: dict[str, LocalCluster] = {}
+        self.started: list[LocalCluster] = []
+
+    def get(self, name: str) -> LocalCluster:
+        if name not in self.ready:
+            cluster = LocalCluster(build_tools(), name)
+            if not cluster.is_healthy():
+                self.started.append(cluster)
+            # MGJ_NO_REAL_NODE=1: simulated nodes only, for working on other tests on a
+            # machine whose real node (and its several-GB images) another cluster has.
+            real_node = name == TEST_NAME and os.environ.get("MGJ_NO_REAL_NODE") != "1"
+            cluster.up(real_node=real_node)
+            cluster.install_crds(REPO / "manifests/crd")
+            cluster.kubectl(
+                "wait", "--for=condition=Established", "--timeout=30s",
+                "crd/multigpujobs.multigpu.dev",
+            )  # fmt: skip
+            self.ready[name] = cluster
+        return self.ready[name]
 
 
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator[LocalCluster]:
-    cluster = LocalCluster(build_tools(), TEST_NAME)
-    reused = cluster.is_healthy()
-    # MGJ_NO_REAL_NODE=1: simulated nodes only, for working on other tests on a machine
-    # whose real node (and its several-GB images) another cluster already has.
-    cluster.up(real_node=os.environ.get("MGJ_NO_REAL_NODE") != "1")
-    yield cluster
-    if not reused and not os.environ.get("MGJ_KEEP_CLUSTER"):
-        cluster.down()
+def clusters() -> Iterator[Clusters]:
+    pool = Clusters()
+    yield pool
+    if not os.environ.get("MGJ_KEEP_CLUSTER"):
+        for cluster in pool.started:
+            cluster.down()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def local_cluster(request: pytest.FixtureRequest, clusters: Clusters) -> LocalCluster:
+    """The cluster this module runs on, with the MultiGPUJob CRD Established."""
+    return clusters.get(cluster_name(request.config, request.node.nodeid))
+
+
+@pytest.fixture(scope="module")
 def api_client(local_cluster: LocalCluster) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(local_cluster.kubeconfig))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
@@ -56,16 +89,9 @@ def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> Iterato
     core.delete_namespace(name)
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def installed_crd(local_cluster: LocalCluster) -> LocalCluster:
-    """The MultiGPUJob CRD from manifests/crd, applied and Established."""
-    local_cluster.install_crds(REPO / "manifests/crd")
-    local_cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=30s", "crd/multigpujobs.multigpu.dev"
-    )
+    """The cluster, named for what the test needs of it: the CRD applied and Established."""
     return local_cluster
 
 

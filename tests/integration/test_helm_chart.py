@@ -28,7 +28,7 @@ RESTRICTED_POD = {
 RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def monitoring_crds(installed_crd: LocalCluster) -> LocalCluster:
     """ServiceMonitor, PodMonitor and PrometheusRule CRDs, so their objects are validated."""
     files = [arg for path in monitoring_crd_files() for arg in ("-f", str(path))]

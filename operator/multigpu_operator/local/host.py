@@ -57,7 +57,9 @@ def visible_gpus(environ: Mapping[str, str]) -> tuple[str, ...]:
 
 # Where the kernel picks the local ports of outgoing connections (Linux's default range).
 EPHEMERAL_PORTS = "/proc/sys/net/ipv4/ip_local_port_range"
-LISTEN_PORTS_FROM = 10000
+# Ports free_port picks from: below both the ephemeral range and the ports that tools
+# counting down from 32767 take (kwokctl does).
+LISTEN_PORTS_FROM, LISTEN_PORTS_BELOW = 10000, 30000
 
 
 def free_port(count: int = 1) -> int:
@@ -71,12 +73,14 @@ def free_port(count: int = 1) -> int:
         first_ephemeral = 32768
     # Random, so that processes choosing at the same time rarely meet.
     choose = random.SystemRandom()
-    last_first = max(LISTEN_PORTS_FROM, first_ephemeral - count)
+    last_first = max(LISTEN_PORTS_FROM, min(first_ephemeral, LISTEN_PORTS_BELOW) - count)
     for _ in range(200):
         first = choose.randint(LISTEN_PORTS_FROM, last_first)
         if all(_bindable(port) for port in range(first, first + count)):
             return first
-    raise RuntimeError(f"no {count} free consecutive ports below {first_ephemeral}")
+    raise RuntimeError(
+        f"no {count} free consecutive ports from {LISTEN_PORTS_FROM} to {last_first}"
+    )
 
 
 def _bindable(port: int) -> bool:
