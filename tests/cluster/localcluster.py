@@ -39,17 +39,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `cluster.*` when run as a script
 
+from cluster.kwok_config import kwokctl_documents
 from cluster.node_manifests import cpu_node, gpu_node
 from cluster.progress import ticking
-from cluster.realnode_config import KUBERNETES_SERVICE_IP, SERVICE_CIDR, NodeLayout
+from cluster.realnode_config import NodeLayout
 from cluster.registry import Registry
 from cluster.tools import Tools, build_tools, cache_dir, default_cache_dir
 
 if TYPE_CHECKING:
     from cluster.realnode import RealNode
 
-HERE = Path(__file__).resolve().parent
-STAGES_FILE = HERE / "stages.yaml"
 DEFAULT_NAME = "mgj"
 # The test suite has a cluster of its own, so jobs left on the default one (by `make demo`
 # or by hand) never hold the GPUs its tests count on.
@@ -268,64 +267,7 @@ class LocalCluster:
         return hostproc.cmdlines_containing(marker)
 
     def _config_documents(self) -> list[dict[str, Any]]:
-        k8s = self.tools.k8s_bin
-        node = self.node_layout
-        options = {
-            "runtime": "binary",
-            "bindAddress": "127.0.0.1",
-            "kubeVersion": self.tools.k8s_version,
-            "kubeApiserverBinary": str(k8s / "kube-apiserver"),
-            "kubeControllerManagerBinary": str(k8s / "kube-controller-manager"),
-            "kubeSchedulerBinary": str(k8s / "kube-scheduler"),
-            "kubectlBinary": str(k8s / "kubectl"),
-            "etcdBinary": str(self.tools.etcd_bin / "etcd"),
-            "kwokControllerBinary": str(self.tools.kwok_bin / "kwok"),
-            "kubeAuthorization": True,
-            "nodeLeaseDurationSeconds": 40,
-            # Benchmarks measure the operator, not the simulator's rate limits.
-            "disableQPSLimits": True,
-            # Pods of the real node reach the API server as the `kubernetes` Service, its
-            # components through the forwarder on the machine's end of the node's veth.
-            "kubeApiserverCertSANs": [KUBERNETES_SERVICE_IP, node.host_ip],
-        }
-        config: dict[str, Any] = {
-            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-            "kind": "KwokctlConfiguration",
-            "options": options,
-            "componentsPatches": [
-                {
-                    "name": "kube-apiserver",
-                    "extraArgs": [
-                        {"key": "advertise-address", "value": "127.0.0.1"},
-                        {"key": "endpoint-reconciler-type", "value": "none"},
-                        {"key": "service-cluster-ip-range", "value": SERVICE_CIDR},
-                        # logs, exec and port-forward reach the real kubelet at its
-                        # InternalIP; no name of the node resolves on this machine.
-                        {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
-                    ],
-                },
-                # kwok fakes the status of the nodes it manages: only the simulated ones.
-                {
-                    "name": "kwok-controller",
-                    "extraArgs": [
-                        {"key": "manage-all-nodes", "value": "false"},
-                        {
-                            "key": "manage-nodes-with-annotation-selector",
-                            "value": "kwok.x-k8s.io/node=fake",
-                        },
-                    ],
-                },
-                # One instance each: leader election only adds a way to die. Under benchmark
-                # load a missed lease renewal made them exit, leaving a cluster whose API
-                # answered but which no longer scheduled pods or created ServiceAccounts.
-                *(
-                    {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
-                    for name in ("kube-controller-manager", "kube-scheduler")
-                ),
-            ],
-        }
-        stages = list(yaml.safe_load_all(STAGES_FILE.read_text()))
-        return [config, *stages]
+        return kwokctl_documents(self.tools, self.node_layout.host_ip)
 
     def _ensure_nodes(self, gpu_nodes: int, gpus_per_node: int, cpu_nodes: int) -> None:
         existing = set(self.kubectl("get", "nodes", "-o", "name").stdout.split())
