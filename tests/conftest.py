@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from cluster.tools import LATE_TOOLS, cache_dir, start_late_build
-from support.suite_scopes import independent, scope_of, simulated
+from support.suite_scopes import independent, scope_of, simulated, xdist_worker
 
 LATE_BUILD = pytest.StashKey[subprocess.Popen[bytes]]()
 # Tests marked with these tools go last, in this order (build-tools.sh builds them in the
@@ -32,10 +32,6 @@ LAST = ("prometheus-operator", "kueue")
 
 def late_tools(item: pytest.Item) -> set[str]:
     return {tool for mark in item.iter_markers("uses_tools") for tool in mark.args}
-
-
-def xdist_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
 
 
 def xdist_controller(config: pytest.Config) -> bool:

@@ -45,11 +45,7 @@ class Clusters:
             # machine whose real node (and its several-GB images) another cluster has.
             real_node = name == TEST_NAME and os.environ.get("MGJ_NO_REAL_NODE") != "1"
             cluster.up(real_node=real_node)
-            cluster.install_crds(REPO / "manifests/crd")
-            cluster.kubectl(
-                "wait", "--for=condition=Established", "--timeout=30s",
-                "crd/multigpujobs.multigpu.dev",
-            )  # fmt: skip
+            cluster.install_crds(REPO / "manifests/crd")  # waits until Established
             self.ready[name] = cluster
         return self.ready[name]
 

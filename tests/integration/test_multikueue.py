@@ -41,10 +41,7 @@ def manager() -> Iterator[LocalCluster]:
     cluster = LocalCluster(build_tools(), MANAGER_NAME)
     reused = cluster.is_healthy()
     cluster.up(gpu_nodes=0, cpu_nodes=0, real_node=False)
-    cluster.install_crds(REPO / "manifests/crd")
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=30s", "crd/multigpujobs.multigpu.dev"
-    )
+    cluster.install_crds(REPO / "manifests/crd")  # waits until Established
     Kueue(cluster, manager=True).up()
     yield cluster
     if not reused and not os.environ.get("MGJ_KEEP_CLUSTER"):

@@ -64,7 +64,10 @@ def scope_of(nodeid: str) -> str:
     return CLUSTER_SCOPE if nodeid.startswith(CLUSTER_SCOPE) else nodeid
 
 
+def xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def cluster_name(config: pytest.Config, nodeid: str) -> str:
     """The cluster a module of the shared fixtures runs on."""
-    under_xdist = hasattr(config, "workerinput")
-    return SIMULATED_NAME if under_xdist and simulated(nodeid) else TEST_NAME
+    return SIMULATED_NAME if xdist_worker(config) and simulated(nodeid) else TEST_NAME
