@@ -45,11 +45,6 @@ REFUSED: dict[str, tuple[dict[str, Any], str, str]] = {
         "spec.template.spec.priorityClassName",
         "no PriorityClass with name no-such-class was found",
     ),
-    "account": (
-        {"serviceAccountName": "no-such-account"},
-        "spec.template.spec.serviceAccountName",
-        'serviceaccount "no-such-account" not found',
-    ),
     "runtime": (
         {"runtimeClassName": "no-such-runtime"},
         "spec.template.spec.runtimeClassName",
@@ -118,28 +113,43 @@ def test_a_suspended_job_with_a_misspelt_field_fails_at_once_naming_it(
     assert_calm(operator)
 
 
-def test_a_full_quota_is_waited_for_then_the_pods_are_created(
+def test_a_full_quota_and_a_missing_service_account_are_waited_for_then_the_pods_created(
     operator: OperatorProcess, jobs: JobEnv
 ) -> None:
     jobs.apply({**QUOTA, "spec": {"hard": {"pods": "1"}}})
     jobs.apply(job_manifest("q", replicas=2, annotations=RUN_LONG))
+    # Its ServiceAccount applied after it, as one `kubectl apply -f` of both may do.
+    jobs.apply(with_pod_spec("sa", serviceAccountName="trainer"))
 
-    def waiting() -> dict[str, Any] | None:
-        created = condition(jobs.status("q"), "Created")
-        return created if created.get("reason") == "QuotaExceeded" else None
-
-    created = wait_for(waiting, "Created=False QuotaExceeded")
-    assert created["status"] == "False"
-    assert created["message"].startswith("spec.template.spec.containers[].resources: ")
-    assert "exceeded quota: pods" in created["message"]
-    assert jobs.status("q")["phase"] == "Pending"
-    assert [e["type"] for e in events_of(jobs, "q") if e["reason"] == "QuotaExceeded"] == [
-        "Warning"
+    # (job, the Created condition's reason while it waits, its field, the server's words)
+    waits = [
+        ("q", "QuotaExceeded", "spec.template.spec.containers[].resources", "exceeded quota: pods"),
+        (
+            "sa",
+            "ServiceAccountMissing",
+            "spec.template.spec.serviceAccountName",
+            'serviceaccount "trainer" not found',
+        ),
     ]
+    for name, reason, field, words in waits:
+
+        def waiting(name: str = name, reason: str = reason) -> dict[str, Any] | None:
+            created = condition(jobs.status(name), "Created")
+            return created if created.get("reason") == reason else None
+
+        created = wait_for(waiting, f"{name}: Created=False {reason}")
+        assert created["status"] == "False"
+        assert created["message"].startswith(f"{field}: ")
+        assert words in created["message"]
+        assert jobs.status(name)["phase"] == "Pending"
+        assert [e["type"] for e in events_of(jobs, name) if e["reason"] == reason] == ["Warning"]
 
     jobs.apply({**QUOTA, "spec": {"hard": {"pods": "10"}}})
-    jobs.wait_phase("q", "Running", timeout=90)  # the retry backoff, up to a minute
-    assert condition(jobs.status("q"), "Created")["reason"] == "PodsCreated"
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}}
+    jobs.apply(account)
+    for name in ("q", "sa"):
+        jobs.wait_phase(name, "Running", timeout=90)  # the retry backoff, up to a minute
+        assert condition(jobs.status(name), "Created")["reason"] == "PodsCreated"
     assert_calm(operator)
 
 

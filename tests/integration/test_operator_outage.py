@@ -129,7 +129,7 @@ def schedulable(jobs: JobEnv) -> bool:
 
 def cluster_state(jobs: JobEnv) -> str:
     """What a failed wait needs to be understood: the namespace's pods and events, the
-    nodes, and the tail of the scheduler's and kwok's logs."""
+    nodes, and the tail of the controller-manager's, the scheduler's and kwok's logs."""
     lines = ["pods:"]
     for pod in jobs.core.list_namespaced_pod(jobs.namespace).items:
         conditions = [(c.type, c.status, c.reason) for c in pod.status.conditions or []]
@@ -142,7 +142,7 @@ def cluster_state(jobs: JobEnv) -> str:
         ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
         lines.append(f"  {node.metadata.name} ready={ready} taints={node.spec.taints}")
     logs = jobs.cluster.kubeconfig.parent / "logs"
-    for name in ("kube-scheduler.log", "kwok-controller.log"):
+    for name in ("kube-controller-manager.log", "kube-scheduler.log", "kwok-controller.log"):
         path = logs / name
         if path.exists():
             tail = path.read_text(errors="replace").splitlines()[-15:]

@@ -20,6 +20,7 @@ from multigpu_operator.cluster.errors import (
     NamespaceTerminating,
     NotFound,
     QuotaExceeded,
+    ServiceAccountMissing,
     from_status,
 )
 from multigpu_operator.cluster.rest import refusal
@@ -65,6 +66,14 @@ TERMINATING = (
             (),
             QuotaExceeded,
             id="quota",
+        ),
+        pytest.param(
+            403,
+            'pods "p" is forbidden: error looking up service account ns/default: '
+            'serviceaccount "default" not found',
+            (),
+            ServiceAccountMissing,
+            id="service-account-not-there-yet",
         ),
         pytest.param(
             403,

@@ -22,6 +22,8 @@ from multigpu_operator.cluster.errors import (
     Invalid,
     NamespaceTerminating,
     QuotaExceeded,
+    ServiceAccountMissing,
+    Waitable,
 )
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.kinds import JOBS, SERVICES
@@ -182,12 +184,6 @@ ADMISSION = [
         id="priority-class",
     ),
     pytest.param(
-        'pods "train-0" is forbidden: error looking up service account ns/trainer: '
-        'serviceaccount "trainer" not found',
-        "spec.template.spec.serviceAccountName",
-        id="service-account",
-    ),
-    pytest.param(
         'pods "train-0" is forbidden: pod rejected: RuntimeClass "nvidia" not found',
         "spec.template.spec.runtimeClassName",
         id="runtime-class",
@@ -227,25 +223,49 @@ async def test_a_pod_refused_by_admission_fails_the_job_naming_the_field(
     assert alarming(caplog) == []
 
 
-async def test_a_full_quota_is_waited_for_with_backoff_then_the_pods_are_created() -> None:
+NO_ACCOUNT = (
+    'pods "train-0" is forbidden: error looking up service account ns/trainer: '
+    'serviceaccount "trainer" not found'
+)
+
+
+@pytest.mark.parametrize(
+    ("refusal", "field"),
+    [
+        pytest.param(
+            QuotaExceeded(QUOTA, 403),
+            "spec.template.spec.containers[].resources",
+            id="full-quota",
+        ),
+        # Applied beside the job, or the namespace's default one not created yet.
+        pytest.param(
+            ServiceAccountMissing(NO_ACCOUNT, 403),
+            "spec.template.spec.serviceAccountName",
+            id="service-account-not-there-yet",
+        ),
+    ],
+)
+async def test_what_may_pass_is_waited_for_with_backoff_then_the_pods_are_created(
+    refusal: Waitable, field: str
+) -> None:
     cluster = FakeCluster()
-    cluster.fail("create pods", QuotaExceeded(QUOTA, 403), times=1000)
+    cluster.fail("create pods", refusal, times=1000)
     before = errors_counted()
     async with running_controller(cluster, retry_base_seconds=2, retry_max_seconds=60):
         cluster.add_job("train", ddp_spec(replicas=1))
         await asyncio.sleep(1)
         created = cluster.condition("train", "Created")
-        assert (created["status"], created["reason"]) == ("False", "QuotaExceeded")
-        assert created["message"] == f"spec.template.spec.containers[].resources: {QUOTA}"
+        assert (created["status"], created["reason"]) == ("False", refusal.reason)
+        assert created["message"] == f"{field}: {refusal.message}"
         assert cluster.status("train")["phase"] == "Pending"
         await asyncio.sleep(600)
         # Backoff doubling to a minute, not a try every 2 s (300 of them).
         assert len(cluster.calls_of("create pods")) <= 16
-        cluster.heal("create pods")  # another job finished: the quota has room
+        cluster.heal("create pods")  # the quota has room, the ServiceAccount is there
         await asyncio.sleep(61)
     assert cluster.pod_names() == {"train-0"}
     assert cluster.condition("train", "Created")["reason"] == "PodsCreated"
-    assert [e.reason for e in cluster.events].count("QuotaExceeded") == 1
+    assert [e.reason for e in cluster.events].count(refusal.reason) == 1
     assert errors_counted() == before
 
 

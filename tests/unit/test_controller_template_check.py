@@ -9,7 +9,13 @@ import asyncio
 
 import pytest
 
-from multigpu_operator.cluster.errors import ClusterError, Invalid, QuotaExceeded, Unreachable
+from multigpu_operator.cluster.errors import (
+    ClusterError,
+    Invalid,
+    QuotaExceeded,
+    ServiceAccountMissing,
+    Unreachable,
+)
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -64,9 +70,18 @@ async def test_a_valid_suspended_job_is_checked_once_per_generation_and_stays_su
         pytest.param(Unreachable("ClientConnectorError: refused"), 3, id="unreachable"),
         pytest.param(ClusterError("etcdserver: request timed out", 500), 3, id="5xx"),
         pytest.param(ClusterError("Too many requests", 429), 3, id="429"),
-        # The template passed validation: a full quota is waited for once pods are created.
+        # The template passed validation: what may pass is waited for once pods are created.
         pytest.param(
             QuotaExceeded('pods "train-0" is forbidden: exceeded quota: q', 403), 1, id="quota"
+        ),
+        pytest.param(
+            ServiceAccountMissing(
+                'pods "train-0" is forbidden: error looking up service account ns/default: '
+                'serviceaccount "default" not found',
+                403,
+            ),
+            1,
+            id="service-account-not-there-yet",
         ),
         # A webhook with side effects cannot take part in a dry run: nothing to learn.
         pytest.param(

@@ -23,6 +23,11 @@ PASS = JobStatus(phase=Phase.PENDING, attempt=1, restarts=0, start_time=stamp(0)
 QUOTA = "exceeded quota: q, requested: nvidia.com/gpu=8"
 DENIED = 'pods "job-0" is forbidden: no PriorityClass with name nope was found'
 FIELD = "spec.template.spec.priorityClassName"
+NO_ACCOUNT = (
+    'pods "job-1" is forbidden: error looking up service account ns/default: '
+    'serviceaccount "default" not found'
+)
+ACCOUNT = "spec.template.spec.serviceAccountName"
 
 
 def refusal(refused: Refused, message: str, **kind: Any) -> Refusal:
@@ -73,12 +78,27 @@ def conditions(status: JobStatus) -> dict[str, tuple[str, str | None, str | None
         pytest.param(
             {},
             True,
-            refusal("Pod", QUOTA, quota=True, field="spec.template.spec.containers[].resources"),
+            refusal(
+                "Pod",
+                QUOTA,
+                waits="QuotaExceeded",
+                field="spec.template.spec.containers[].resources",
+            ),
             Phase.PENDING,
             None,
             ("False", "QuotaExceeded", f"spec.template.spec.containers[].resources: {QUOTA}"),
             ("Warning", "QuotaExceeded"),
             id="a-full-quota-is-waited-for",
+        ),
+        pytest.param(
+            RUNNING,
+            False,
+            refusal("Pod", NO_ACCOUNT, waits="ServiceAccountMissing", field=ACCOUNT),
+            Phase.RUNNING,
+            None,
+            ("False", "ServiceAccountMissing", f"{ACCOUNT}: {NO_ACCOUNT}"),
+            ("Warning", "ServiceAccountMissing"),
+            id="a-missing-service-account-is-waited-for",
         ),
     ],
 )
@@ -104,11 +124,11 @@ def test_a_refusal_becomes_the_status_of_the_next_pass(
         assert (status, reason) == created[:2]
         assert created[2] in (None, message)
     assert [(e.type, e.reason) for e in decision.events] == [events]
-    assert decision.waiting == (decision.events[0].message if refused.quota else "")
+    assert decision.waiting == (decision.events[0].message if refused.waits else "")
 
 
 def test_a_full_quota_warns_once_not_on_every_retry() -> None:
-    refused = refusal("Pod", QUOTA, quota=True, field="f")
+    refused = refusal("Pod", QUOTA, waits="QuotaExceeded", field="f")
     first = after_refusal(decided(True), {}, 1, refused, at(5))
     again = after_refusal(decided(), first.status.as_api(), 1, refused, at(9))
     assert again.events == ()

@@ -1,10 +1,11 @@
 """The actuator's creates of a job's children, and the server's refusals of them.
 
-A child the server refuses is the job's to fix (validation, admission) or a quota to
-wait for: it is recorded as a Refusal that the next pass turns into the job's status
-(policy/refusals.py). What is not the job's doing (an outage, the operator's RBAC, the
-namespace going) is raised. A job that creates no pods yet has its template checked by
-a dry run of its first pod instead (policy/template_check.py).
+A child the server refuses is the job's to fix (validation, admission) or something to
+wait for (a full quota, a ServiceAccount not there yet): it is recorded as a Refusal
+that the next pass turns into the job's status (policy/refusals.py). What is not the
+job's doing (an outage, the operator's RBAC, the namespace going) is raised. A job that
+creates no pods yet has its template checked by a dry run of its first pod instead
+(policy/template_check.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from multigpu_operator.cluster.errors import (
     Forbidden,
     Invalid,
     NamespaceTerminating,
-    QuotaExceeded,
+    Waitable,
 )
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kinds import PODS, SERVICES
@@ -46,7 +47,7 @@ def refusal(uid: str, refused: Refused, err: Invalid | Forbidden) -> Refusal:
         refused,
         err.message,
         invalid=invalid,
-        quota=isinstance(err, QuotaExceeded),
+        waits=err.reason if isinstance(err, Waitable) else "",
         field="" if invalid else refused_field(err.message),
     )
 
@@ -90,8 +91,8 @@ async def create_pods(
 
 
 def _refusal(error: BaseException) -> Invalid | Forbidden | None:
-    """`error` if it is the server refusing the object itself (the job's to fix, or a
-    quota to wait for); None for what is not the job's doing."""
+    """`error` if it is the server refusing the object itself (the job's to fix, or
+    something to wait for); None for what is not the job's doing."""
     if isinstance(error, NamespaceTerminating | AccessDenied):
         return None
     return error if isinstance(error, Invalid | Forbidden) else None
@@ -119,7 +120,7 @@ class TemplateChecks:
         """The server's refusal of the job's template, if a dry run is due and refused."""
         uid, generation = job.ref.uid, job.generation
         if decision.create_pods:
-            # Refused, the job fails; a full quota or an outage: the creates come again.
+            # Refused, the job fails; a wait or an outage: the creates come again.
             self._checked[uid] = generation
         pod = pod_to_dry_run(decision, desired, pods, generation, self._checked.get(uid))
         if pod is None:
@@ -130,8 +131,9 @@ class TemplateChecks:
             refused = _refusal(err)
             if refused is None:
                 raise
-            # A full quota is waited for once pods are created, not a fault of the template.
-            if not isinstance(refused, QuotaExceeded) and _DRY_RUN_UNSUPPORTED not in err.message:
+            # A full quota or a missing ServiceAccount is waited for once pods are created,
+            # not a fault of the template.
+            if not isinstance(refused, Waitable) and _DRY_RUN_UNSUPPORTED not in err.message:
                 return refused
         self._checked[uid] = generation
         return None

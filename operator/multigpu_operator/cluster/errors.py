@@ -6,9 +6,9 @@ API server's own message is kept: it is what users see on an invalid pod templat
 
 A 403 has four causes that call for four different answers, so it is split here, the
 one place that reads the server's wording: the namespace is being deleted (the job is
-ending: stop quietly), a ResourceQuota is full (wait: it may pass), RBAC denies the
-operator (the operator's fault: retry and alert), or an admission check refused the
-object (the job's fault: fail it, naming the field).
+ending: stop quietly), a ResourceQuota is full or the pods' ServiceAccount not there yet
+(wait: it may pass), RBAC denies the operator (the operator's fault: retry and alert),
+or an admission check refused the object (the job's fault: fail it, naming the field).
 """
 
 from __future__ import annotations
@@ -33,17 +33,35 @@ class Invalid(ClusterError):
 
 
 class Forbidden(ClusterError):
-    """403 from admission: a check refused the object (a PriorityClass, ServiceAccount
-    or RuntimeClass that does not exist, Pod Security, a LimitRange, a webhook)."""
+    """403 from admission: a check refused the object (a PriorityClass or RuntimeClass
+    that does not exist, Pod Security, a LimitRange, a webhook)."""
 
 
 class AccessDenied(Forbidden):
     """403 from authorization: the operator's RBAC does not allow the request."""
 
 
-class QuotaExceeded(Forbidden):
+class Waitable(Forbidden):
+    """403 for what may pass without the job changing: the job waits, its Created
+    condition False for `reason`, instead of failing."""
+
+    reason = ""
+
+
+class QuotaExceeded(Waitable):
     """403: a ResourceQuota of the namespace is used up; it may pass once other objects
     are gone or the quota is raised."""
+
+    reason = "QuotaExceeded"
+
+
+class ServiceAccountMissing(Waitable):
+    """403: the pods' ServiceAccount is not there yet. The controller-manager creates a
+    namespace's `default` one moments after the namespace, and a job's own is often
+    applied beside the job (one `kubectl apply`, one GitOps sync); Kubernetes' Job
+    controller retries such creates too."""
+
+    reason = "ServiceAccountMissing"
 
 
 class NamespaceTerminating(Forbidden):
@@ -84,6 +102,9 @@ NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 # and the OwnerReferencesPermissionEnforcement plugin's, also about the operator's RBAC.
 _ACCESS_DENIED = re.compile(r'User "[^"]*" cannot [a-z]+ resource|cannot set blockOwnerDeletion')
 _QUOTA_EXCEEDED = "exceeded quota"
+# The ServiceAccount admission plugin's wording, whatever its lookup met (not found, or
+# the API server's own read failing).
+_SERVICE_ACCOUNT_LOOKUP = "error looking up service account"
 
 
 def transient(err: ClusterError) -> bool:
@@ -109,4 +130,6 @@ def _forbidden(message: str, causes: set[str]) -> type[Forbidden]:
         return AccessDenied
     if _QUOTA_EXCEEDED in message:
         return QuotaExceeded
+    if _SERVICE_ACCOUNT_LOOKUP in message:
+        return ServiceAccountMissing
     return Forbidden

@@ -12,7 +12,8 @@ fails only with cluster/errors.py's errors: tests run it against an in-memory fa
 Expected answers of the API server are not errors. A job gone (404) or whose namespace
 is being deleted is forgotten; a conflict is looked at again; a child refused by
 validation or admission is recorded here (`refusals`) and the next pass fails the job
-naming the field (policy/refusals.py); one refused by a full quota waits with backoff.
+naming the field (policy/refusals.py); one refused by a full quota or a
+ServiceAccount not there yet waits with backoff.
 Only what is nobody's plan (an outage, the operator's own RBAC, a bug) is logged as an
 error, counted in mgj_reconcile_errors_total and retried.
 """

@@ -1,9 +1,9 @@
 """What the API server refused in the last pass, turned into the job's status (pure).
 
 The actuator records a refusal of the job's pods, pod template (a dry run), Service or
-status; the next pass reads it here: a full quota is waited for, with the Created
-condition saying so; anything else fails the job, naming the field to fix (no retry
-makes the server accept the same object).
+status; the next pass reads it here: a full quota or a ServiceAccount not there yet is
+waited for, with the Created condition saying so; anything else fails the job, naming
+the field to fix (no retry makes the server accept the same object).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ class Refusal:
     refused: Refused
     message: str  # the server's own words
     invalid: bool = False  # 422 Invalid; else an admission 403
-    quota: bool = False  # a ResourceQuota is full: waited for
+    # The Created condition's reason while what may pass is waited for (a full
+    # ResourceQuota, a missing ServiceAccount); empty: the job fails.
+    waits: str = ""
     field: str = ""  # the job's field an admission refusal is about
 
 
@@ -65,8 +67,8 @@ def after_refusal(
     # The status of the refused pass, where it was not written before the children.
     base = decision.status if refusal.refused == "PodTemplate" or decision.status_waits else stored
     message = refusal_message(refusal)
-    if refusal.quota:
-        update = not_created(base, generation, "QuotaExceeded", message, now)
+    if refusal.waits:
+        update = not_created(base, generation, refusal.waits, message, now)
         return replace(_only_status(update), waiting=message)
     if refusal.refused != "Service":
         reason = "InvalidPodTemplate" if refusal.invalid else "PodForbidden"
