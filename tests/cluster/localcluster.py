@@ -79,6 +79,10 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         return self.workdir / "clusters" / self.name / "kubeconfig.yaml"
 
+    def component_log(self, component: str) -> Path:
+        """Where kwokctl writes a component's output (kube-apiserver, kwok-controller, ...)."""
+        return self.kubeconfig.parent / "logs" / f"{component}.log"
+
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["KWOK_WORKDIR"] = str(self.workdir)

@@ -63,7 +63,7 @@ def api_server_stopped(cluster: LocalCluster) -> Iterator[None]:
     try:
         yield
     finally:
-        log = cluster.kubeconfig.parent / "logs" / "kube-apiserver.log"
+        log = cluster.component_log("kube-apiserver")
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 argv,

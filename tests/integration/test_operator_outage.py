@@ -141,12 +141,11 @@ def cluster_state(jobs: JobEnv) -> str:
     for node in jobs.core.list_node().items:
         ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
         lines.append(f"  {node.metadata.name} ready={ready} taints={node.spec.taints}")
-    logs = jobs.cluster.kubeconfig.parent / "logs"
-    for name in ("kube-controller-manager.log", "kube-scheduler.log", "kwok-controller.log"):
-        path = logs / name
+    for name in ("kube-controller-manager", "kube-scheduler", "kwok-controller"):
+        path = jobs.cluster.component_log(name)
         if path.exists():
             tail = path.read_text(errors="replace").splitlines()[-15:]
-            lines += [f"{name}:"] + [f"  {line}" for line in tail]
+            lines += [f"{path.name}:"] + [f"  {line}" for line in tail]
     return "\n".join(lines)
 
 
