@@ -67,7 +67,10 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# The chart's unit tests run helm and promtool, the kustomization's kubectl: built here on
+# a fresh machine (minutes), not while a test waits for them under its timeout.
 unit: venv
+	bash tests/cluster/build-tools.sh --only k8s helm promtool >/dev/null
 	$(BIN)/pytest tests/unit
 
 # The docs' generated blocks (tests/support/doc_tables.py); a unit test checks them.

@@ -106,7 +106,7 @@ def start_late_build(late: list[str], log: Path) -> subprocess.Popen[bytes]:
     they compile while other tests run); their first user waits on build-tools.sh's lock."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            ["bash", str(HERE / "build-tools.sh"), "--core", *late],
+            ["bash", str(HERE / "build-tools.sh"), "--only", *late],
             stdout=subprocess.DEVNULL,
             stderr=out,
             start_new_session=True,

@@ -23,7 +23,7 @@ ALERTS_TEST = CHART / "ci/alerts-test.yaml"
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return build_tools("promtool")
+    return build_tools("helm", "promtool", only=True)
 
 
 def rendered_groups(tools: Tools, *values: str) -> list[Any]:

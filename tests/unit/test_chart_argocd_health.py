@@ -118,7 +118,7 @@ def test_an_unknown_phase_is_unknown() -> None:
 
 
 def test_the_kustomization_puts_exactly_this_script_into_argocd_cm() -> None:
-    kubectl = build_tools().kubectl
+    kubectl = build_tools("k8s", only=True).kubectl
     out = subprocess.run(
         [str(kubectl), "kustomize", str(REPO / "manifests/argocd")],
         capture_output=True,

@@ -30,7 +30,7 @@ DASHBOARD = CHART / "dashboards/multigpu-jobs.json"
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return build_tools("promtool")
+    return build_tools("helm", "promtool", only=True)
 
 
 def test_every_dashboard_query_parses(tools: Tools, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ ELECTION_ENV = {
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return build_tools()
+    return build_tools("helm", only=True)
 
 
 @pytest.fixture(scope="module")
