@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from multigpu_operator.api.base import field_errors
-from multigpu_operator.api.spec import Job
+from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 from multigpu_operator.policy import (
@@ -46,6 +46,7 @@ from multigpu_operator.policy.avoidance import avoiding
 from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.progress import published_progress
 from multigpu_operator.policy.refusals import Refusal, after_refusal
+from multigpu_operator.policy.restarts import unjudged_gone
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
 from multigpu_operator.policy.training import TrainingReport
 
@@ -77,20 +78,23 @@ def decide(
     workload: Mapping[str, Any] | None = None,
     refusal: Refusal | None = None,
     training: TrainingReport | None = None,
+    gone: Sequence[Mapping[str, Any]] = (),
 ) -> Decision:
     """`admission` and `workload`: the job's standing in Kueue and its Workload, for a
     job queued there (None otherwise). `refusal`: what the API server refused in the
     job's last pass (policy/refusals.py). `training`: what the job's processes last
-    reported (policy/training.py; None when nothing was read)."""
+    reported (policy/training.py; None when nothing was read). `gone`: its pods deleted
+    for a fault, as last seen (policy/step.py Observed.gone)."""
     placed = queueing.with_admission(desired, admission)
     unplaceable = placed if isinstance(placed, str) else ""
     planned = desired if isinstance(placed, str) else placed
     # New pods are kept off the nodes where infrastructure faults ended the job's pods.
     avoided, avoidance = avoiding(planned, previous.get("avoidedNodes") or (), nodes)
+    ghosts = unjudged_gone(job.spec.mode is Mode.ELASTIC, pods, gone, previous, now)
     seen = Observed(
         job,
         planned,
-        tuple(pods),
+        (*pods, *ghosts),
         previous,
         now,
         tuple(nodes),
@@ -99,6 +103,7 @@ def decide(
         avoided,
         avoidance,
         training,
+        tuple(gone),
     )
     progress = Progress.from_status(previous, now)
     outcomes: list[Outcome] = []

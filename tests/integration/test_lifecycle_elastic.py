@@ -5,6 +5,7 @@ its replacement off that node for the rest of its life, through the real schedul
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import uuid
 from functools import partial
@@ -74,8 +75,20 @@ def test_a_lost_node_shrinks_the_job_is_avoided_when_back_and_a_new_node_refills
         jobs.core.delete_node(lost)
         # Nothing but the controller-manager's pod garbage collector ends a pod bound to a
         # deleted node (after a quarantine of about 40 s): it marks the pod Failed and
-        # deletes it. The replacement cannot be scheduled, and the job keeps running on
-        # one node.
+        # deletes it at once. The operator is frozen meanwhile, so no pass of it sees the
+        # pod Failed, only gone (as a busy operator may): the watch's last state of the pod
+        # must still tell it the node was lost. The replacement cannot be scheduled, and
+        # the job keeps running on one node.
+        assert operator.proc is not None
+        operator.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(
+                lambda: lost_uid not in {p.metadata.uid for p in jobs.pods("el")},
+                "the lost pod collected",
+                timeout=150,
+            )
+        finally:
+            operator.proc.send_signal(signal.SIGCONT)
         status = wait_for(partial(settled, jobs, 1), "1 pod running", timeout=150)
         assert (status["phase"], status["worldSize"], status["restarts"]) == ("Running", 8, 0)
         wait_for(

@@ -40,6 +40,8 @@ class JobRun:
     deleted_job: bool = False
     nodes: list[dict[str, Any]] = field(default_factory=list)  # the node informer's view
     training: TrainingReport | None = None  # what the processes last reported
+    # Pods deleted for a fault, as the watch last showed them (PodInformer.gone_of).
+    gone: dict[str, dict[str, Any]] = field(default_factory=dict)
     _uids: int = 0
 
     def step(self, seconds: float = 0) -> Decision:
@@ -48,7 +50,14 @@ class JobRun:
         job = Job.from_object(self.obj)
         pods = list(self.pods.values())
         decision = decide(
-            job, plan_job(job), pods, self.status, self.now, self.nodes, training=self.training
+            job,
+            plan_job(job),
+            pods,
+            self.status,
+            self.now,
+            self.nodes,
+            training=self.training,
+            gone=list(self.gone.values()),
         )
         self.decisions.append(decision)
         self.status = copy.deepcopy(decision.status.as_api())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -128,3 +129,26 @@ async def test_a_created_pod_is_awaited_until_the_watch_brings_it_or_it_is_long_
     assert informer.unseen(key) == {"train-1"}
     await asyncio.sleep(PodInformer.EXPECTATION_SECONDS + 1)
     assert informer.unseen(key) == set()
+
+
+async def test_a_pod_deleted_for_a_fault_is_kept_as_last_seen_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    informer = PodInformer(FakeCluster(), lambda _key: None, "ns")
+    key = ("ns", "train")
+
+    def pod(name: str, conditions: list[dict[str, str]]) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "ns", "labels": {LABEL_JOB_NAME: "train"}}
+        return {"metadata": meta, "status": {"phase": "Failed", "conditions": conditions}}
+
+    collected = pod("train-1", [{"type": "DisruptionTarget", "status": "True"}])
+    informer.apply("ADDED", collected)
+    informer.apply("DELETED", collected)
+    # A pod deleted by its job (no disruption) is not kept: thousands may go at once.
+    plain = pod("train-0", [])
+    informer.apply("ADDED", plain)
+    informer.apply("DELETED", plain)
+    assert informer.pods_of(key) == []
+    assert informer.gone_of(key) == [collected]
+    monkeypatch.setattr(PodInformer, "GONE_SECONDS", -1.0)
+    assert informer.gone_of(key) == []

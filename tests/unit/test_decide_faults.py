@@ -297,3 +297,48 @@ def test_an_elastic_pod_evicted_from_a_lost_node_is_judged_once_while_it_leaves(
     assert [p["metadata"]["name"] for p in again.create_pods] == [gone]
     assert node_affinity(again.create_pods[0])
     assert run.status["restarts"] == 0
+
+
+def removed_and_collected(run: JobRun, node: str) -> str:
+    """The node is removed; PodGC marks its pod Failed and deletes it at once (grace 0),
+    so no pass sees the pod Failed: only gone, and its last state in the watch."""
+    run.nodes = [n for n in run.nodes if n["metadata"]["name"] != node]
+    (name,) = [k for k, p in run.pods.items() if p["spec"].get("nodeName") == node]
+    pod = run.pods.pop(name)
+    pod["status"] = {
+        "phase": "Failed",
+        "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}],
+    }
+    run.gone[name] = pod
+    return name
+
+
+def test_an_elastic_pod_collected_with_its_removed_node_is_a_node_loss_judged_once() -> None:
+    run = elastic_run()
+    started(run)
+    run.nodes.append(gpu_node("gpu-node-3"))
+    gone = removed_and_collected(run, "gpu-node-2")
+    first = run.step()
+    assert (run.status["phase"], run.status["infrastructureRestarts"]) == ("Running", 1)
+    assert run.status["avoidedNodes"] == ["gpu-node-2"]
+    assert ("Warning", "NodeLost") in run.events()
+    assert gone not in first.delete_pods
+    assert not first.create_pods  # replaced next, once its node is avoided
+    assert first.requeue_after is not None
+    assert first.requeue_after <= 1
+    again = run.step()
+    assert [p["metadata"]["name"] for p in again.create_pods] == [gone]
+    assert node_affinity(again.create_pods[0])
+    run.step()
+    assert run.status["infrastructureRestarts"] == 1  # its last state seen again, judged once
+    assert run.status["restarts"] == 0
+
+
+def test_a_ddp_pod_collected_with_its_removed_node_starts_an_attempt_not_counted() -> None:
+    run = JobRun(job_object(replicas=3, gpusPerReplica=8, runPolicy={"backoffLimit": 0}))
+    started(run)
+    removed_and_collected(run, "gpu-node-1")
+    run.step()
+    assert run.condition("Restarting")["reason"] == "NodeLost"
+    assert (run.status["restarts"], run.status["infrastructureRestarts"]) == (0, 1)
+    assert run.status["avoidedNodes"] == ["gpu-node-1"]

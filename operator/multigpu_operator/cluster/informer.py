@@ -15,6 +15,7 @@ complete list, and the liveness probe reads its health age.)
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -70,6 +71,9 @@ class PodInformer(ChildInformer):
     # An expectation older than this is dropped (a pod created and deleted again while the
     # watch was down never shows up): the pod is created again, or found existing.
     EXPECTATION_SECONDS = 30.0
+    # How long a pod deleted for a fault is kept, as the watch last showed it, for its
+    # job's passes (gone_of).
+    GONE_SECONDS = 300.0
 
     def __init__(
         self, cluster: Cluster, on_change: Callable[[JobKey], None], namespace: str | None = None
@@ -83,6 +87,31 @@ class PodInformer(ChildInformer):
             self,
         )
         self._unseen: dict[JobKey, dict[str, float]] = {}  # name -> loop time created
+        self._gone: dict[JobKey, dict[str, tuple[float, dict[str, Any]]]] = {}
+
+    def apply(self, event: str, obj: dict[str, Any]) -> None:
+        # Kubernetes may mark a pod Failed and delete it at once (PodGC, grace 0, once
+        # its node is removed): a pass may never see it Failed, only gone. Its last
+        # state still says which fault ended it, so it is kept a while (only such pods:
+        # a job's own deletes of thousands of pods keep nothing).
+        key = _key(obj)
+        if event == "DELETED" and key and _disrupted(obj):
+            gone = self._gone.setdefault(key, {})
+            gone[obj["metadata"]["name"]] = (time.monotonic(), obj)
+        super().apply(event, obj)
+
+    def gone_of(self, key: JobKey) -> list[dict[str, Any]]:
+        """The pods of job `key` deleted for a fault in the last GONE_SECONDS, as the
+        watch last showed them."""
+        gone = self._gone.get(key)
+        if not gone:
+            return []
+        oldest = time.monotonic() - self.GONE_SECONDS
+        for name in [n for n, (at, _) in gone.items() if at < oldest]:
+            del gone[name]
+        if not gone:
+            del self._gone[key]
+        return [pod for _, pod in gone.values()]
 
     def created(self, key: JobKey, name: str) -> None:
         """Pod `name` of job `key` was just created (or found existing)."""
@@ -143,3 +172,12 @@ def _key(obj: Mapping[str, Any]) -> JobKey | None:
     meta = obj["metadata"]
     job = meta.get("labels", {}).get(LABEL_JOB_NAME)
     return (meta["namespace"], job) if job else None
+
+
+def _disrupted(pod: Mapping[str, Any]) -> bool:
+    """Whether Kubernetes marked `pod` as ended by a disruption (DisruptionTarget: PodGC,
+    the taint manager, an eviction, a preemption)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
+    )

@@ -77,6 +77,7 @@ class JobPass:
                 await self.actuator.sync_workload(job, desired, change, workload)
             return
         pods = [p for p in self.pods.pods_of(key) if owned_by(p, job.ref.uid)]
+        gone = [p for p in self.pods.gone_of(key) if owned_by(p, job.ref.uid)]
         admission, workload = None, None
         if self._queued(job):
             workload = self.kueue.informer.workload_of(key, job)
@@ -94,6 +95,7 @@ class JobPass:
             workload,
             refusal,
             self.progress.report(key) if self.progress is not None else None,
+            gone,
         )
         await self.actuator.carry_out(body, job, desired, pods, decision, workload)
 

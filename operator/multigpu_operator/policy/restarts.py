@@ -11,7 +11,10 @@ ended a pod is kept off from then on (policy/avoidance.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
+from typing import Any
 
 from multigpu_operator.api.failure_policy import FailureAction
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
@@ -23,6 +26,10 @@ from multigpu_operator.policy.failure_rules import Verdict, judge
 from multigpu_operator.policy.failures import Failure, failures, lost_pod
 from multigpu_operator.policy.pods import attempt_of, being_deleted, name_of, replica_index
 from multigpu_operator.policy.step import Observed, Outcome, Progress
+from multigpu_operator.policy.timestamps import rfc3339
+
+# Seconds until the pass that replaces a pod judged from its last state (unjudged_gone).
+GONE_REPLACED_AFTER = 1.0
 
 
 def failures_and_restarts(seen: Observed, progress: Progress) -> Outcome:
@@ -79,7 +86,7 @@ def _lost(seen: Observed, progress: Progress) -> list[Failure]:
     present = {name_of(p) for p in seen.current(progress.attempt)}
     leaving = {
         name_of(p): p
-        for p in seen.pods
+        for p in (*seen.gone, *seen.pods)  # one being deleted is newer than one gone
         if name_of(p) not in present and attempt_of(p) == progress.attempt
     }
     return [
@@ -114,6 +121,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     failed = failures(seen.current(progress.attempt), seen.nodes)
     found = failed + _disrupted_leaving(seen, progress)
     judged = set(seen.previous.get("countedFailures", []))
+    previously_judged = set(judged)
     policy = seen.job.spec.run_policy
     avoided = list(seen.previous.get("avoidedNodes") or [])
     decided = Outcome()
@@ -148,7 +156,12 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     status = JobStatus(counted_failures=sorted(f.uid for f in found if f.uid in judged))
     if avoided:
         status = status.merged(JobStatus(avoided_nodes=avoided))
-    return decided.then(Outcome(status=status, delete_pods=tuple(f.pod for f in failed)))
+    # A pod judged from its last state is gone already: no event will come to replace
+    # it, so the job looks again in a second (unjudged_gone).
+    gone = {p["metadata"].get("uid") for p in seen.gone} & (judged - previously_judged)
+    wake = (GONE_REPLACED_AFTER,) if gone else ()
+    outcome = Outcome(status=status, delete_pods=tuple(f.pod for f in failed), wake_after=wake)
+    return decided.then(outcome)
 
 
 def pods_replaced(
@@ -173,12 +186,38 @@ def pods_replaced(
 
 def _disrupted_leaving(seen: Observed, progress: Progress) -> list[Failure]:
     """Members being deleted by Kubernetes for a fault (DisruptionTarget): the taint
-    manager's eviction from a lost node, PodGC, a preemption, a drain."""
+    manager's eviction from a lost node, PodGC, a preemption, a drain; and those already
+    deleted so (seen.gone), which no pass may have seen leaving."""
     found = []
-    for pod in seen.pods:
-        if not being_deleted(pod) or attempt_of(pod) > progress.attempt:
+    leaving = [p for p in seen.pods if being_deleted(p)]
+    uids = {p["metadata"].get("uid") for p in leaving}
+    gone = [p for p in seen.gone if p["metadata"].get("uid") not in uids]
+    for pod in (*leaving, *gone):
+        if attempt_of(pod) > progress.attempt:
             continue
         failure = lost_pod(name_of(pod), replica_index(pod), pod, seen.nodes)
         if failure.fault and "DisruptionTarget" in failure.conditions:
             found.append(replace(failure, uid=str(pod["metadata"].get("uid", ""))))
     return found
+
+
+def unjudged_gone(
+    elastic: bool,
+    pods: Sequence[Mapping[str, Any]],
+    gone: Sequence[Mapping[str, Any]],
+    previous: Mapping[str, Any],
+    now: datetime,
+) -> tuple[Mapping[str, Any], ...]:
+    """An elastic job's pods deleted for a fault that no pass has judged yet, each as a
+    pod being deleted: the pass judges it (_disrupted_leaving) and its replacement comes
+    in the next, kept off the node just added to status.avoidedNodes, as for a pod seen
+    leaving. A restart of a whole attempt needs none of this: its pods come later."""
+    if not elastic:
+        return ()
+    judged = set(previous.get("countedFailures") or [])
+    names = {name_of(p) for p in pods}
+    return tuple(
+        {**p, "metadata": {**p["metadata"], "deletionTimestamp": rfc3339(now)}}
+        for p in gone
+        if p["metadata"].get("uid") not in judged and name_of(p) not in names
+    )

@@ -48,6 +48,10 @@ class Observed:
     # What the job's processes last reported (controller/progress_board.py); None when
     # nothing was read yet or the job does not report.
     training: TrainingReport | None = None
+    # The job's pods deleted for a fault, as the watch last showed them (cluster/informer.py
+    # PodInformer.gone_of): Kubernetes may mark a pod Failed and delete it at once (PodGC
+    # after its node is removed), before any pass saw it Failed.
+    gone: tuple[Pod, ...] = ()
     # Read once from the above (a pass reads them many times):
     live: tuple[Pod, ...] = field(init=False)  # pods not being deleted
     elastic: bool = field(init=False)
