@@ -25,6 +25,7 @@ from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
+from multigpu_operator.policy.faults import disruption
 
 JobKey = tuple[str, str]  # (namespace, job name)
 
@@ -95,7 +96,7 @@ class PodInformer(ChildInformer):
         # state still says which fault ended it, so it is kept a while (only such pods:
         # a job's own deletes of thousands of pods keep nothing).
         key = _key(obj)
-        if event == "DELETED" and key and _disrupted(obj):
+        if event == "DELETED" and key and disruption(obj) is not None:
             gone = self._gone.setdefault(key, {})
             gone[obj["metadata"]["name"]] = (time.monotonic(), obj)
         super().apply(event, obj)
@@ -172,12 +173,3 @@ def _key(obj: Mapping[str, Any]) -> JobKey | None:
     meta = obj["metadata"]
     job = meta.get("labels", {}).get(LABEL_JOB_NAME)
     return (meta["namespace"], job) if job else None
-
-
-def _disrupted(pod: Mapping[str, Any]) -> bool:
-    """Whether Kubernetes marked `pod` as ended by a disruption (DisruptionTarget: PodGC,
-    the taint manager, an eviction, a preemption)."""
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(
-        c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conditions
-    )

@@ -10,7 +10,13 @@ from typing import Any
 from multigpu_operator.api import names
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.status import FailedPod, LastFailure
-from multigpu_operator.policy.faults import Diagnosis, diagnose, node_of, unhealthy_device
+from multigpu_operator.policy.faults import (
+    Diagnosis,
+    diagnose,
+    disruption,
+    node_of,
+    unhealthy_device,
+)
 from multigpu_operator.policy.pods import name_of
 
 
@@ -151,11 +157,11 @@ def _failure(pod: Mapping[str, Any]) -> Failure:
     status = pod.get("status", {})
     # The kubelet's own words on an eviction ("The node was low on resource: memory...").
     kubelet_message = str(status.get("message") or "").strip()
-    for cond in status.get("conditions", []) or []:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            reason = f"disrupted ({cond.get('reason') or 'DisruptionTarget'})"
-            detail = str(cond.get("message") or "").strip() or kubelet_message
-            return Failure(name_of(pod), replica, None, reason, uid, True, detail)
+    cond = disruption(pod)
+    if cond is not None:
+        reason = f"disrupted ({cond.get('reason') or 'DisruptionTarget'})"
+        detail = str(cond.get("message") or "").strip() or kubelet_message
+        return Failure(name_of(pod), replica, None, reason, uid, True, detail)
     if status.get("reason") == "Evicted":
         # No exit code: the kubelet ended the pod, not the trainer.
         return Failure(name_of(pod), replica, None, "Evicted", uid, detail=kubelet_message)

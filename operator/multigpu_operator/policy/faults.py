@@ -65,6 +65,14 @@ class Diagnosis:
         return f"{self.fault}{where}{device}{why}"
 
 
+def disruption(pod: Pod) -> Mapping[str, Any] | None:
+    """The pod's True DisruptionTarget condition: Kubernetes ended it from outside (PodGC,
+    the taint manager, an eviction, a preemption); None if it did not."""
+    conditions: Sequence[Mapping[str, Any]] = (pod.get("status") or {}).get("conditions") or ()
+    true = (c for c in conditions if c.get("status") == "True")
+    return next((c for c in true if c.get("type") == "DisruptionTarget"), None)
+
+
 def node_of(pod: Pod) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
@@ -95,13 +103,13 @@ def diagnose(pod: Pod, nodes: Sequence[Node]) -> Diagnosis | None:
         return Diagnosis(Fault.GPU_UNHEALTHY, node, why=f"the node has taint {taint}")
     status = pod.get("status") or {}
     reason = str(status.get("reason") or "")
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            said = str(cond.get("reason") or "DisruptionTarget")
-            fault = _DISRUPTIONS.get(said) or _POD_REASONS.get(reason) or Fault.EVICTED
-            if "shutdown" in f"{cond.get('message')} {status.get('message')}".lower():
-                fault = Fault.NODE_SHUTDOWN  # the kubelet's graceful node shutdown
-            return Diagnosis(fault, node, why=said)
+    cond = disruption(pod)
+    if cond is not None:
+        said = str(cond.get("reason") or "DisruptionTarget")
+        fault = _DISRUPTIONS.get(said) or _POD_REASONS.get(reason) or Fault.EVICTED
+        if "shutdown" in f"{cond.get('message')} {status.get('message')}".lower():
+            fault = Fault.NODE_SHUTDOWN  # the kubelet's graceful node shutdown
+        return Diagnosis(fault, node, why=said)
     if reason in _POD_REASONS:
         return Diagnosis(_POD_REASONS[reason], node, why=reason)
     if reason == "UnexpectedAdmissionError" and "nvidia.com/" in str(status.get("message")):

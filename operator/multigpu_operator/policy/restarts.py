@@ -121,7 +121,6 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     failed = failures(seen.current(progress.attempt), seen.nodes)
     found = failed + _disrupted_leaving(seen, progress)
     judged = set(seen.previous.get("countedFailures", []))
-    previously_judged = set(judged)
     policy = seen.job.spec.run_policy
     avoided = list(seen.previous.get("avoidedNodes") or [])
     decided = Outcome()
@@ -158,7 +157,8 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         status = status.merged(JobStatus(avoided_nodes=avoided))
     # A pod judged from its last state is gone already: no event will come to replace
     # it, so the job looks again in a second (unjudged_gone).
-    gone = {p["metadata"].get("uid") for p in seen.gone} & (judged - previously_judged)
+    newly = judged - set(seen.previous.get("countedFailures", []))
+    gone = {p["metadata"].get("uid") for p in seen.gone} & newly
     wake = (GONE_REPLACED_AFTER,) if gone else ()
     outcome = Outcome(status=status, delete_pods=tuple(f.pod for f in failed), wake_after=wake)
     return decided.then(outcome)
