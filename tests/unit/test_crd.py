@@ -1,6 +1,6 @@
 """Offline validation of jobs against the CRD generated from the API's declaration (api/).
 The CRD's own shape and manifest: tests/unit/test_crd_shape.py; the counts' maximums:
-tests/unit/test_crd_bounds.py.
+tests/unit/test_crd_bounds.py; the failure policy's rules: tests/unit/test_crd_failure_rules.py.
 
 The same rules run on the API server (tests/integration/test_api_validation.py); here
 the offline side is checked without a cluster: each invalid spec is refused naming its
@@ -16,14 +16,8 @@ import pytest
 import yaml
 
 from multigpu_operator.api.crd import crd
-from multigpu_operator.api.failure_policy_rules import (
-    MSG_FAILURE_RULE_EMPTY,
-    MSG_FAILURE_RULE_FAULTS,
-    MSG_FAILURE_RULE_IGNORE,
-    MSG_FAILURE_RULE_MAX_RESTARTS,
-    MSG_FAILURE_RULE_NAMES,
-)
 from multigpu_operator.api.rules import (
+    FAILURE_POLICY_RULES,
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_DNS_NAMES_IMMUTABLE,
     MSG_ELASTIC_LAUNCHER,
@@ -43,42 +37,11 @@ from multigpu_operator.api.rules import (
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, Mode
 from multigpu_operator.api.validation import Problem, validate, validate_object, with_defaults
+from support.crd_specs import TEMPLATE, elastic, spec, untested
 from support.spec_defaults import DEFAULT_MASTER_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
-TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
-ELASTIC = {"minReplicas": 1, "maxReplicas": 4}
-
-
-def spec(**fields: Any) -> dict[str, Any]:
-    """A valid DistributedDataParallel spec with `fields` replaced."""
-    out: dict[str, Any] = {"mode": "DistributedDataParallel", "template": TEMPLATE}
-    out.update(fields)
-    return out
-
-
-def rules(*listed: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    """A spec with these spec.runPolicy.failurePolicy.rules."""
-    return spec(runPolicy={"failurePolicy": {"rules": list(listed)}}, **fields)
-
-
-OOM = {"onReasons": ["OOMKilled"]}
-RULES = "spec.runPolicy.failurePolicy.rules"
-
-
-def elastic(**fields: Any) -> dict[str, Any]:
-    """A valid Elastic spec (2 pods, 1..4) with `fields` replaced."""
-    base: dict[str, Any] = {"replicas": 2, "elastic": {"minReplicas": 1, "maxReplicas": 4}}
-    return spec(mode="Elastic", **{**base, **fields})
-
-
-def prop(path: str) -> dict[str, Any]:
-    """The schema of a spec field, by dotted path ("elastic.maxRestarts")."""
-    node = spec_schema()
-    for key in path.split("."):
-        node = node["properties"][key]
-    return node
 
 
 # --- offline validation ------------------------------------------------------------------
@@ -118,20 +81,6 @@ def test_there_is_an_example_per_mode() -> None:
         (spec(gpusPerReplica=0, gpuProduct="NVIDIA-H100-80GB-HBM3"), "j"),
         (spec(template={"metadata": {"labels": {"a": "b"}}, **TEMPLATE}), "j"),
         (spec(startPolicy={"timeoutSeconds": 0, "onTimeout": "Wait"}), "j"),
-        (
-            rules(
-                {"name": "oom", "action": "FailJob", **OOM},
-                {
-                    "action": "RestartJob",
-                    "maxRestarts": 2,
-                    "onExitCodes": {"operator": "NotIn", "values": [1, 2]},
-                },
-                {"action": "RestartJobNotCounted", "onFaults": ["NodeLost", "GPUUnhealthy"]},
-                {"name": "disrupted", "action": "FailJob", "onPodConditions": ["DisruptionTarget"]},
-            ),
-            "j",
-        ),
-        (elastic(runPolicy={"failurePolicy": {"rules": [{"action": "Ignore", **OOM}]}}), "j"),
     ],
     ids=[
         "mp-stages-per-process",
@@ -146,8 +95,6 @@ def test_there_is_an_example_per_mode() -> None:
         "gpu-product",
         "template-labels",
         "start-policy",
-        "failure-rules",
-        "elastic-ignore",
     ],
 )
 def test_valid(raw: dict[str, Any], name: str) -> None:
@@ -323,66 +270,6 @@ INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
         "spec.gpusPerReplica",
         MSG_MIG_ONE_SLICE,
     ),
-    ("rule-empty", rules({"action": "FailJob"}), "j", RULES, MSG_FAILURE_RULE_EMPTY),
-    (
-        "rule-fail-with-max-restarts",
-        rules({"action": "FailJob", "maxRestarts": 2, **OOM}),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_MAX_RESTARTS,
-    ),
-    (
-        "rule-ignore-with-max-restarts",
-        rules({"action": "Ignore", "maxRestarts": 2, **OOM}, mode="Elastic", elastic=ELASTIC),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_MAX_RESTARTS,
-    ),
-    (
-        "rule-fault-and-exit-code",
-        rules(
-            {
-                "action": "RestartJob",
-                "onFaults": ["NodeLost"],
-                "onExitCodes": {"operator": "In", "values": [1]},
-            }
-        ),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_FAULTS,
-    ),
-    (
-        "rule-fault-and-reason",
-        rules({"action": "RestartJob", "onFaults": ["GPUUnhealthy"], **OOM}),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_FAULTS,
-    ),
-    (
-        "rule-ignore-not-elastic",
-        rules({"action": "Ignore", "onPodConditions": ["DisruptionTarget"]}),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_IGNORE,
-    ),
-    (
-        "rule-names-twice",
-        rules(
-            {"name": "oom", "action": "FailJob", **OOM},
-            {"name": "oom", "action": "RestartJob", "onReasons": ["Error"]},
-        ),
-        "j",
-        RULES,
-        MSG_FAILURE_RULE_NAMES,
-    ),
-    ("rules-none", rules(), "j", RULES, "should be non-empty"),
-    (
-        "rule-no-reasons",
-        rules({"action": "FailJob", "onReasons": []}),
-        "j",
-        f"{RULES}[0].onReasons",
-        "should be non-empty",
-    ),
     ("name-too-long", spec(), "a" * (MAX_NAME_LENGTH + 1), "metadata.name", MSG_NAME_TOO_LONG),
     ("name-digit-first", spec(), "1job", "metadata.name", MSG_NAME_DNS1035),
     ("name-dot", spec(), "my.job", "metadata.name", MSG_NAME_DNS1035),
@@ -400,15 +287,9 @@ def test_invalid(raw: dict[str, Any], name: str, field: str, expected: str) -> N
 
 
 def test_every_rule_has_an_invalid_case() -> None:
-    # A rule with a messageExpression is tested by what it says (its first words); a
-    # transition rule by a real API server (tests/integration/test_api_validation.py).
-    offline = [r for r in (*SPEC_RULES, *NAME_RULES) if not r.transition]
-    tested = {c[4] for c in INVALID}
-    assert {r.message for r in offline if r.message_expression is None} <= tested
-    for rule in offline:
-        if rule.message_expression is not None:
-            opening = rule.message_expression.split("%")[0].strip("'")
-            assert any(opening in expected for expected in tested), opening
+    # The failure policy's rules: tests/unit/test_crd_failure_rules.py.
+    others = [r for r in (*SPEC_RULES, *NAME_RULES) if r not in FAILURE_POLICY_RULES]
+    assert untested(others, {c[4] for c in INVALID}) == []
 
 
 def test_rule_messages_name_the_field() -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from unit.test_crd import ELASTIC, elastic, prop, spec
 
 from multigpu_operator.api.limits import (
     MAX_GPUS_PER_REPLICA,
@@ -22,6 +21,7 @@ from multigpu_operator.api.limits import (
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import JobSpec
 from multigpu_operator.api.validation import Problem, validate
+from support.crd_specs import ELASTIC, elastic, prop, spec
 
 # Every bounded count and duration: (dotted path under spec, its maximum, a valid spec
 # around it).

@@ -15,14 +15,9 @@ from multigpu_operator.api.gen import CRD_PATH
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import JobSpec
 from multigpu_operator.api.validation import with_defaults
+from support.crd_specs import spec
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
-
-
-def spec(**fields: Any) -> dict[str, Any]:
-    """A valid DistributedDataParallel spec with `fields` replaced."""
-    return {"mode": "DistributedDataParallel", "template": TEMPLATE, **fields}
 
 
 @pytest.mark.parametrize(
