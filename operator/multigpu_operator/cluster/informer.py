@@ -15,10 +15,9 @@ complete list, and the liveness probe reads its health age.)
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from multigpu_operator.api.names import CHILD_SELECTOR, LABEL_JOB_NAME
 from multigpu_operator.cluster.kinds import PODS, SERVICES
@@ -28,6 +27,7 @@ from multigpu_operator.cluster.trim import trim_pod, trim_service
 from multigpu_operator.policy.faults import disruption
 
 JobKey = tuple[str, str]  # (namespace, job name)
+V = TypeVar("V")
 
 
 class ChildInformer(Reflected):
@@ -98,21 +98,15 @@ class PodInformer(ChildInformer):
         key = _key(obj)
         if event == "DELETED" and key and disruption(obj) is not None:
             gone = self._gone.setdefault(key, {})
-            gone[obj["metadata"]["name"]] = (time.monotonic(), obj)
+            gone[obj["metadata"]["name"]] = (asyncio.get_running_loop().time(), obj)
         super().apply(event, obj)
 
     def gone_of(self, key: JobKey) -> list[dict[str, Any]]:
         """The pods of job `key` deleted for a fault in the last GONE_SECONDS, as the
         watch last showed them."""
-        gone = self._gone.get(key)
-        if not gone:
-            return []
-        oldest = time.monotonic() - self.GONE_SECONDS
-        for name in [n for n, (at, _) in gone.items() if at < oldest]:
-            del gone[name]
-        if not gone:
-            del self._gone[key]
-        return [pod for _, pod in gone.values()]
+        oldest = asyncio.get_running_loop().time() - self.GONE_SECONDS
+        kept = _pruned(self._gone, key, lambda _name, entry: entry[0] < oldest)
+        return [pod for _, pod in kept.values()]
 
     def created(self, key: JobKey, name: str) -> None:
         """Pod `name` of job `key` was just created (or found existing)."""
@@ -121,16 +115,9 @@ class PodInformer(ChildInformer):
 
     def unseen(self, key: JobKey) -> set[str]:
         """Pods of job `key` created by us that the watch has not brought yet."""
-        names = self._unseen.get(key)
-        if not names:
-            return set()
         oldest = asyncio.get_running_loop().time() - self.EXPECTATION_SECONDS
         seen = self._objects.get(key, {})
-        for name in [n for n, at in names.items() if n in seen or at < oldest]:
-            del names[name]
-        if not names:
-            del self._unseen[key]
-        return set(names)
+        return set(_pruned(self._unseen, key, lambda name, at: name in seen or at < oldest))
 
     def pods_of(self, key: JobKey) -> list[dict[str, Any]]:
         return list(self._objects.get(key, {}).values())
@@ -173,3 +160,18 @@ def _key(obj: Mapping[str, Any]) -> JobKey | None:
     meta = obj["metadata"]
     job = meta.get("labels", {}).get(LABEL_JOB_NAME)
     return (meta["namespace"], job) if job else None
+
+
+def _pruned(
+    table: dict[JobKey, dict[str, V]], key: JobKey, stale: Callable[[str, V], bool]
+) -> dict[str, V]:
+    """Job `key`'s entries in `table` once the stale ones are dropped (and the job's, when
+    none is left)."""
+    entries = table.get(key)
+    if not entries:
+        return {}
+    for name in [n for n, value in entries.items() if stale(n, value)]:
+        del entries[name]
+    if not entries:
+        del table[key]
+    return entries
