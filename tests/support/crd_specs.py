@@ -7,8 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 from multigpu_operator.api.rules import Rule
 from multigpu_operator.api.schema import spec_schema
+from multigpu_operator.api.validation import validate
+
+# (id, spec, name, the field named, its message or a substring of it)
+Refused = tuple[str, dict[str, Any], str, str, str]
 
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "busybox:1.36"}]}}
 ELASTIC = {"minReplicas": 1, "maxReplicas": 4}
@@ -56,3 +62,16 @@ def untested(rules: Iterable[Rule], messages: set[str]) -> list[str]:
             if not any(opening in expected for expected in messages):
                 missing.append(opening)
     return missing
+
+
+def refused_cases(table: list[Refused]) -> pytest.MarkDecorator:
+    """A test run once per refused spec of `table`, named by its id."""
+    return pytest.mark.parametrize(
+        ("raw", "name", "field", "expected"), [c[1:] for c in table], ids=[c[0] for c in table]
+    )
+
+
+def assert_refused(raw: dict[str, Any], name: str, field: str, expected: str) -> None:
+    """Offline validation refuses `raw` naming `field` with (a message holding) `expected`."""
+    problems = validate(raw, name)
+    assert any(p.field == field and expected in p.message for p in problems), problems

@@ -37,7 +37,15 @@ from multigpu_operator.api.rules import (
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, Mode
 from multigpu_operator.api.validation import Problem, validate, validate_object, with_defaults
-from support.crd_specs import TEMPLATE, elastic, spec, untested
+from support.crd_specs import (
+    TEMPLATE,
+    Refused,
+    assert_refused,
+    elastic,
+    refused_cases,
+    spec,
+    untested,
+)
 from support.spec_defaults import DEFAULT_MASTER_PORT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -101,8 +109,7 @@ def test_valid(raw: dict[str, Any], name: str) -> None:
     assert validate(raw, name) == []
 
 
-INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
-    # (id, spec, name, the field named, its message or a substring of it)
+INVALID: list[Refused] = [
     ("unknown-mode", spec(mode="Foo"), "j", "spec.mode", "'Foo' is not one of"),
     ("no-mode", {"template": TEMPLATE}, "j", "spec.mode", "required field is missing"),
     ("no-template", {"mode": "DataParallel"}, "j", "spec.template", "required field is missing"),
@@ -278,12 +285,9 @@ INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("raw", "name", "field", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
-)
+@refused_cases(INVALID)
 def test_invalid(raw: dict[str, Any], name: str, field: str, expected: str) -> None:
-    problems = validate(raw, name)
-    assert any(p.field == field and expected in p.message for p in problems), problems
+    assert_refused(raw, name, field, expected)
 
 
 def test_every_rule_has_an_invalid_case() -> None:

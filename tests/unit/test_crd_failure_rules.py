@@ -17,7 +17,17 @@ from multigpu_operator.api.failure_policy_rules import (
     MSG_FAILURE_RULE_NAMES,
 )
 from multigpu_operator.api.validation import validate
-from support.crd_specs import ELASTIC, OOM, RULES, elastic, rules, untested
+from support.crd_specs import (
+    ELASTIC,
+    OOM,
+    RULES,
+    Refused,
+    assert_refused,
+    elastic,
+    refused_cases,
+    rules,
+    untested,
+)
 
 VALID: list[tuple[str, dict[str, Any]]] = [
     (
@@ -45,8 +55,7 @@ def test_valid(raw: dict[str, Any]) -> None:
     assert validate(raw, "j") == []
 
 
-INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
-    # (id, spec, name, the field named, its message or a substring of it)
+INVALID: list[Refused] = [
     ("rule-empty", rules({"action": "FailJob"}), "j", RULES, MSG_FAILURE_RULE_EMPTY),
     (
         "rule-fail-with-max-restarts",
@@ -110,12 +119,9 @@ INVALID: list[tuple[str, dict[str, Any], str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("raw", "name", "field", "expected"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
-)
+@refused_cases(INVALID)
 def test_invalid(raw: dict[str, Any], name: str, field: str, expected: str) -> None:
-    problems = validate(raw, name)
-    assert any(p.field == field and expected in p.message for p in problems), problems
+    assert_refused(raw, name, field, expected)
 
 
 def test_every_rule_has_an_invalid_case() -> None:
