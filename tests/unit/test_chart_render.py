@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cluster.tools import Tools, build_tools
-from multigpu_operator.cli import render as render_job
+from multigpu_operator.cli.render import render as render_job
 from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only, render
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from multigpu_operator import cli
-from multigpu_operator.cli_describe import event_line
+from multigpu_operator.cli.describe import event_line
+from multigpu_operator.cli.render import render
 from support.spec_mutations import mutations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +64,7 @@ def test_render_reads_the_spec_as_the_api_server_stores_it() -> None:
             "template": {"spec": {"containers": [{"name": "trainer", "image": "x"}]}},
         },
     }
-    objects, errors = cli.render(iter([job]), "default")
+    objects, errors = render(iter([job]), "default")
     assert errors == []
     (pod,) = (o for o in objects if o["kind"] == "Pod")
     env = {v["name"]: v.get("value") for v in pod["spec"]["containers"][0]["env"]}
@@ -152,7 +153,7 @@ def test_render_reports_every_conflict_of_a_job() -> None:
         "resources": {"limits": {"nvidia.com/gpu": 4}},
     }
     job = {**JOB, "spec": {**SPEC, "template": {"spec": {"containers": [container]}}}}
-    objects, errors = cli.render([job], "default")
+    objects, errors = render([job], "default")
     c = "spec.template.spec.containers[trainer]"
     assert objects == []
     assert errors == [
@@ -164,7 +165,7 @@ def test_render_reports_every_conflict_of_a_job() -> None:
 
 def test_render_reports_the_field_and_why() -> None:
     job = {**JOB, "spec": {**SPEC, "replicas": 100000}}
-    objects, errors = cli.render([job], "default")
+    objects, errors = render([job], "default")
     assert objects == []
     assert errors == ["one: spec.replicas: 100000 is greater than the maximum of 5000"]
 
@@ -203,7 +204,7 @@ def test_render_answers_every_generated_spec_without_an_exception() -> None:
     # Offline, without a cluster: a sample of what tests/integration/test_generated_specs.py
     # holds against the API server. Every spec is rendered or refused with lines.
     for mutation in mutations(300):
-        objects, errors = cli.render([mutation.manifest], "default")
+        objects, errors = render([mutation.manifest], "default")
         assert bool(objects) != bool(errors), mutation
 
 

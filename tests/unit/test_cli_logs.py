@@ -1,4 +1,4 @@
-"""`mgj logs`, its pure part (cli_logs.py): which pods, in what order, with what prefix,
+"""`mgj logs`, its pure part (client/log_pods.py): which pods, in what order, with what prefix,
 and the one-line errors; the command line's exit codes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator import cli
-from multigpu_operator.cli_logs import (
+from multigpu_operator.client.log_pods import (
     LogRequest,
     LogsError,
     container_of,

@@ -1,4 +1,4 @@
-"""What `mgj wait` and `mgj logs --follow` show while a job runs (cli_progress.py): a live
+"""What `mgj wait` and `mgj logs --follow` show while a job runs (cli/progress_line.py): a live
 line on a terminal, a line per change when piped."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from multigpu_operator.cli_progress import ERASE, Above, StatusLine, elapsed
+from multigpu_operator.cli.progress_line import ERASE, Above, StatusLine, elapsed
 
 
 class Terminal(io.StringIO):

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator import cli, cli_jobs
+from multigpu_operator import cli
 from multigpu_operator.api.status import JobStatus, Phase
+from multigpu_operator.cli import jobs, show
 from multigpu_operator.client import Client
 from support.client_api import EVENTS, MANIFEST, ApiServer, pod, served
 
@@ -196,7 +197,7 @@ def test_mgj_wait_on_a_terminal_rewrites_one_status_line(api: ApiServer) -> None
     Client().create(MANIFEST)
     api.phases = ["Pending", "Running", "Succeeded"]
     out = Terminal()
-    assert cli_jobs.wait(Client(), "train", Phase.SUCCEEDED, 5, out) == 0
+    assert jobs.wait(Client(), "train", Phase.SUCCEEDED, 5, out) == 0
     shown = out.getvalue()
     assert shown.count("\r\033[K") == 3
     assert shown.endswith("\ntrain is Succeeded\n")
@@ -215,8 +216,8 @@ def test_mgj_wait_on_a_terminal_rewrites_one_status_line(api: ApiServer) -> None
 )
 def test_progress_shows_in_get_and_wait(progress: dict[str, Any], text: str) -> None:
     status = JobStatus.model_validate({"phase": "Running", "attempt": 1, "progress": progress})
-    assert cli_jobs.progress_text(status) == text
-    assert cli_jobs.status_line("train", status).endswith(f", {text}")
+    assert show.progress_text(status) == text
+    assert show.status_line("train", status).endswith(f", {text}")
 
 
 def test_mgj_get_stops_quietly_when_its_reader_goes_away(api: ApiServer) -> None:

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from multigpu_operator.cli_logs import LogRequest, LogsError
+from multigpu_operator.client.log_pods import LogRequest, LogsError
 from multigpu_operator.cluster import pod_logs
 from multigpu_operator.cluster.rest import Rest
 

@@ -10,10 +10,7 @@ from typing import Any
 from multigpu_operator.api.names import job_selector
 from multigpu_operator.api.spec import KIND
 from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
-from multigpu_operator.cli_logs import (
-    LogRequest,
-    LogsError,
-)
+from multigpu_operator.client.log_pods import LogRequest, LogsError
 from multigpu_operator.client.views import (
     ClientError,
     Events,

@@ -11,14 +11,10 @@ from typing import Any
 
 import yaml
 
+from multigpu_operator.api.pod_labels import attempt_of, replica_index
 from multigpu_operator.api.spec import API_VERSION, KIND, Job
 from multigpu_operator.api.status import JobStatus, Phase
-from multigpu_operator.cli_logs import (
-    attempt_of,
-    by_replica_index,
-    pod_name,
-    replica_index,
-)
+from multigpu_operator.client.log_pods import by_replica_index, pod_name
 from multigpu_operator.cluster.errors import ClusterError
 from multigpu_operator.cluster.rest import Credentials, Login
 

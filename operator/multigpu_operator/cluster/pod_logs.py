@@ -1,7 +1,7 @@
 """`mgj logs`: the pods' logs read from the API server (GET .../pods/NAME/log).
 
 Through the operator's own HTTP client (cluster/rest.py), as `mgj render --server`
-does; which pods and how their lines look is cli_logs.py's. Following, each pod's log
+does; which pods and how their lines look is client/log_pods.py's. Following, each pod's log
 is its own stream, read line by line as a watch is, and the job's pods are listed again
 every few seconds so that a new attempt's pods are followed too, until the job is
 Succeeded or Failed. A job followed before it has pods is waited for.
@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from multigpu_operator.api.names import job_selector
-from multigpu_operator.cli_logs import (
+from multigpu_operator.api.pod_labels import attempt_of
+from multigpu_operator.client.log_pods import (
     LogRequest,
     LogsError,
     Output,
     Pod,
-    attempt_of,
     container_of,
     finished,
     followed,
@@ -52,7 +52,7 @@ NOT_STARTED = 400
 def print_logs(
     login: Login, request: LogRequest, follow: bool, out: Output, on_job: OnJob | None = None
 ) -> None:
-    """Every rank's log of the job (see cli_logs.py); LogsError when there is none to
+    """Every rank's log of the job (see client/log_pods.py); LogsError when there is none to
     show, ClusterError when the API server cannot be asked."""
     asyncio.run(_with_client(login, request, follow, out, on_job))
 

@@ -1,18 +1,18 @@
-"""`mgj logs`: which pods of a job to read, in what order, and how their lines are shown.
+"""A job's pod logs: which pods to read, in what order, and how their lines are shown
+(the client's `logs`, `mgj logs`).
 
 Pure: pods and the job come in as the API server's JSON; cluster/pod_logs.py does the
 requests. A retry replaces a job's pods under the same names, so pods are told apart by
-the attempt label (api/names.py) and, while following, by their UID.
+the attempt label (api/pod_labels.py) and, while following, by their UID.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from multigpu_operator.api.names import LABEL_ATTEMPT, LABEL_REPLICA_INDEX
+from multigpu_operator.api.pod_labels import attempt_of, replica_index
 from multigpu_operator.api.spec import KIND
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.api.template import trainer_index
@@ -47,53 +47,8 @@ class LogRequest:
     replica: int | None = None  # None: every replica
 
 
-def add_parser(sub: Any) -> None:
-    """The `mgj logs` subcommand on the `mgj` parser's subparsers."""
-    cmd = sub.add_parser("logs", help="print the log of every rank of a job, by replica index")
-    cmd.add_argument("job", help="the MultiGPUJob's name")
-    cmd.add_argument("-n", "--namespace", help="default: the kubeconfig context's, else default")
-    cmd.add_argument("--kubeconfig", help="the kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
-    cmd.add_argument("--attempt", type=int, help="the pods of this attempt (default: the latest)")
-    cmd.add_argument("--replica", type=int, help="only the pod of this replica index")
-    cmd.add_argument(
-        "-f",
-        "--follow",
-        action="store_true",
-        help="stream the logs, and those of later attempts, until the job ends",
-    )
-    cmd.add_argument("-c", "--container", help="the container (default: the training one)")
-    cmd.add_argument("--tail", type=int, help="only the last N lines of each log")
-    cmd.add_argument("--timestamps", action="store_true", help="prefix each line with its time")
-
-
-def request_of(args: argparse.Namespace) -> LogRequest:
-    return LogRequest(
-        args.job,
-        args.namespace,
-        args.attempt,
-        args.container,
-        args.tail,
-        args.timestamps,
-        args.replica,
-    )
-
-
 def missing_job(request: LogRequest) -> LogsError:
     return LogsError(f"no {KIND} {request.job!r} in namespace {request.namespace!r}")
-
-
-def attempt_of(pod: Pod) -> int:
-    """The attempt that created the pod; 0 if its label is missing or not a number."""
-    return _int_label(pod, LABEL_ATTEMPT)
-
-
-def replica_index(pod: Pod) -> int:
-    return _int_label(pod, LABEL_REPLICA_INDEX)
-
-
-def _int_label(pod: Pod, key: str) -> int:
-    value = ((pod.get("metadata") or {}).get("labels") or {}).get(key, "")
-    return int(value) if str(value).isdigit() else 0
 
 
 def pod_name(pod: Pod) -> str:

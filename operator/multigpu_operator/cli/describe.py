@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from multigpu_operator.api.status import JobStatus
+from multigpu_operator.cli.show import show_job
 
 if TYPE_CHECKING:
     from multigpu_operator.client import Client, JobView
@@ -16,8 +17,6 @@ MAX_EVENTS = 10
 
 
 def describe(client: Client, name: str) -> str:
-    from multigpu_operator.cli_jobs import show_job
-
     view = client.get(name)
     return show_job(view) + details(view, client.events(name))
 
