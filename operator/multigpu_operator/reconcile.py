@@ -17,9 +17,8 @@ is reused only once its previous pod is gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -43,12 +42,14 @@ from multigpu_operator.policy import (
     suspension,
 )
 from multigpu_operator.policy.avoidance import avoiding
-from multigpu_operator.policy.kueue_admission import Admission
+from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.progress import published_progress
-from multigpu_operator.policy.refusals import Refusal, after_refusal
+from multigpu_operator.policy.queueing import dispatched_workload_change, multikueue_dispatched
+from multigpu_operator.policy.refusals import after_refusal
 from multigpu_operator.policy.restarts import unjudged_gone
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
-from multigpu_operator.policy.training import TrainingReport
+from multigpu_operator.policy.template_check import pod_to_dry_run
 
 Step = Callable[[Observed, Progress], Outcome]
 
@@ -67,45 +68,18 @@ STEPS: tuple[Step, ...] = (
 )
 
 
-def decide(
-    job: Job,
-    desired: DesiredState,
-    pods: Sequence[Mapping[str, Any]],
-    previous: Mapping[str, Any],
-    now: datetime,
-    nodes: Sequence[Mapping[str, Any]] = (),
-    admission: Admission | None = None,
-    workload: Mapping[str, Any] | None = None,
-    refusal: Refusal | None = None,
-    training: TrainingReport | None = None,
-    gone: Sequence[Mapping[str, Any]] = (),
-) -> Decision:
-    """`admission` and `workload`: the job's standing in Kueue and its Workload, for a
-    job queued there (None otherwise). `refusal`: what the API server refused in the
-    job's last pass (policy/refusals.py). `training`: what the job's processes last
-    reported (policy/training.py; None when nothing was read). `gone`: its pods deleted
-    for a fault, as last seen (policy/step.py Observed.gone)."""
-    placed = queueing.with_admission(desired, admission)
-    unplaceable = placed if isinstance(placed, str) else ""
-    planned = desired if isinstance(placed, str) else placed
-    # New pods are kept off the nodes where infrastructure faults ended the job's pods.
-    avoided, avoidance = avoiding(planned, previous.get("avoidedNodes") or (), nodes)
-    ghosts = unjudged_gone(job.spec.mode is Mode.ELASTIC, pods, gone, previous, now)
-    seen = Observed(
-        job,
-        planned,
-        (*pods, *ghosts),
-        previous,
-        now,
-        tuple(nodes),
-        admission,
-        unplaceable,
-        avoided,
-        avoidance,
-        training,
-        tuple(gone),
-    )
-    progress = Progress.from_status(previous, now)
+def decide(inputs: PassInputs) -> Decision:
+    """One pass over `inputs`: first what ends it before the steps (a spec that cannot be
+    planned, another controller's job, a refusal of the last pass), then the steps."""
+    if isinstance(inputs.planned, str):
+        return unplannable(inputs, inputs.planned)
+    job, desired = inputs.planned
+    if not job.spec.managed_here:
+        return elsewhere(inputs, job)
+    if inputs.refusal is not None:
+        return after_refusal(inputs.previous, job.generation, inputs.refusal, inputs.now)
+    seen = observe(inputs, job, desired)
+    progress = Progress.from_status(seen.previous, seen.now)
     outcomes: list[Outcome] = []
     for step in STEPS:
         outcome = step(seen, progress)
@@ -118,11 +92,58 @@ def decide(
         outcomes.append(cleanup.after_finish(seen))  # clean-pod policy, TTL
     outcomes.append(published_progress(seen, phase))  # status.progress, when it may be written
     decision = status.conclude(seen, progress, merged(outcomes), phase)
-    decision = replace(decision, status_waits=status.first_write_waits(previous, decision))
-    if refusal is not None:
-        return after_refusal(decision, previous, job.generation, refusal, now)
-    change = queueing.workload_change(seen, decision, workload)
-    return replace(decision, workload=change) if change else decision
+    return replace(
+        decision,
+        status_waits=status.first_write_waits(seen.previous, decision),
+        workload=queueing.workload_change(seen, decision, inputs.workload),
+        dry_run_pod=pod_to_dry_run(
+            decision, desired, inputs.pods, job.generation, inputs.template_checked
+        ),
+    )
+
+
+def unplannable(inputs: PassInputs, why: str) -> Decision:
+    """A stored spec that cannot be planned fails the job, naming the field; another
+    controller's job is left alone."""
+    if not inputs.managed_here:
+        return Decision(inputs.previous, (), None, only_workload=True)
+    update = invalid_job(inputs.previous, inputs.generation, "InvalidSpec", why, inputs.now)
+    return Decision(update.status, update.events, update.entered, only_status=True)
+
+
+def elsewhere(inputs: PassInputs, job: Job) -> Decision:
+    """Another controller's job: no pods, no status; a job MultiKueue dispatches still
+    needs its Workload here (Kueue's job-framework part is ours)."""
+    change = None
+    if multikueue_dispatched(job) and inputs.queued:
+        change = dispatched_workload_change(inputs.workload)
+    return Decision(inputs.previous, (), None, workload=change, only_workload=True)
+
+
+def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:
+    """The snapshot every step reads: the desired pods where Kueue admitted them and off
+    the nodes to avoid, and the pods gone for a fault that no pass has judged yet."""
+    placed = queueing.with_admission(desired, inputs.admission)
+    planned = desired if isinstance(placed, str) else placed
+    # New pods are kept off the nodes where infrastructure faults ended the job's pods.
+    previous = inputs.previous
+    avoided, avoidance = avoiding(planned, previous.avoided_nodes or (), inputs.nodes)
+    elastic = job.spec.mode is Mode.ELASTIC
+    ghosts = unjudged_gone(elastic, inputs.pods, inputs.gone, previous, inputs.now)
+    return Observed(
+        job=job,
+        desired=planned,
+        pods=(*inputs.pods, *ghosts),
+        previous=previous,
+        now=inputs.now,
+        nodes=inputs.nodes,
+        admission=inputs.admission,
+        unplaceable=placed if isinstance(placed, str) else "",
+        avoided=avoided,
+        avoidance=avoidance,
+        training=inputs.training,
+        gone=inputs.gone,
+    )
 
 
 def plan_object(body: Mapping[str, Any]) -> tuple[Job, DesiredState] | str:

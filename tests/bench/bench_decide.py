@@ -22,6 +22,7 @@ from typing import Any
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.reconcile import decide, plan_object
 
 NOW = datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC)
@@ -68,9 +69,22 @@ def steady_status(job: Job, desired: DesiredState, pods: list[dict[str, Any]]) -
     """The status the passes before have written: the job Running."""
     status: dict[str, Any] = {}
     for _ in range(3):
-        decided = decide(job, desired, pods, status, NOW).status
-        status = decided.as_api() if isinstance(decided, JobStatus) else dict(decided)
+        status = decide(pass_inputs(job, desired, pods, status)).status.as_api()
     return status
+
+
+def pass_inputs(
+    job: Job, desired: DesiredState, pods: list[dict[str, Any]], status: dict[str, Any]
+) -> PassInputs:
+    """What the controller hands a pass: the stored status read as the controller reads
+    it (JobStatus.read, once per pass)."""
+    return PassInputs(
+        planned=(job, desired),
+        previous=JobStatus.read(status),
+        generation=job.generation,
+        now=NOW,
+        pods=tuple(pods),
+    )
 
 
 def per_pass(pods: int, passes: int) -> float:
@@ -79,7 +93,7 @@ def per_pass(pods: int, passes: int) -> float:
     status = steady_status(job, desired, observed)
     start = time.perf_counter()
     for _ in range(passes):
-        decide(job, desired, observed, status, NOW)
+        decide(pass_inputs(job, desired, observed, status))
     return (time.perf_counter() - start) / passes * 1e6
 
 

@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.policy.training import TrainingReport
 from multigpu_operator.reconcile import decide
+from support.policy import inputs
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "trainer", "image": "train:1"}]}}
@@ -50,14 +50,15 @@ class JobRun:
         job = Job.from_object(self.obj)
         pods = list(self.pods.values())
         decision = decide(
-            job,
-            plan_job(job),
-            pods,
-            self.status,
-            self.now,
-            self.nodes,
-            training=self.training,
-            gone=list(self.gone.values()),
+            inputs(
+                job,
+                pods,
+                self.status,
+                self.now,
+                nodes=tuple(self.nodes),
+                training=self.training,
+                gone=tuple(self.gone.values()),
+            )
         )
         self.decisions.append(decision)
         self.status = copy.deepcopy(decision.status.as_api())

@@ -3,11 +3,14 @@ over, its pods as the cache shows them, and the snapshot (Observed) a step reads
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.plan import plan_job
+from multigpu_operator.api.status import JobStatus
+from multigpu_operator.plan import DesiredState, plan_job
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.step import Observed, Progress
 from multigpu_operator.policy.training import TrainingReport
 
@@ -120,10 +123,30 @@ def observed(
         j,
         plan_job(j),
         tuple(pods or ()),
-        previous or {},
+        JobStatus.read(previous or {}),
         at(now),
         tuple(nodes or ()),
         training=training,
+    )
+
+
+def inputs(
+    j: Job,
+    pods: Sequence[Mapping[str, Any]] = (),
+    previous: Mapping[str, Any] | None = None,
+    now: datetime = T0,
+    desired: DesiredState | None = None,
+    **fields: Any,
+) -> PassInputs:
+    """A pass's inputs for `j` (planned here unless `desired` is given), with the
+    previous status as the API server stores it; `fields` name the others."""
+    return PassInputs(
+        planned=(j, desired or plan_job(j)),
+        previous=JobStatus.read(previous or {}),
+        generation=j.generation,
+        now=now,
+        pods=tuple(pods),
+        **fields,
     )
 
 

@@ -21,6 +21,7 @@ from multigpu_operator.controller.job_pass import JobPass
 from multigpu_operator.policy.step import Decision, StatusUpdate
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
+from support.status_reads import reads_in, string_reads
 
 # The Cluster protocol's writes: what only the actuator calls (on a job's objects; the
 # election's Lease is written by cluster/leases.py).
@@ -122,3 +123,26 @@ def test_only_the_actuator_calls_the_clusters_writes() -> None:
 def test_the_source_check_sees_a_write() -> None:
     call = "await self.cluster.delete(\n    JOBS, ns, name, uid\n)"
     assert re.search(rf"\.({'|'.join(WRITES)})\(\s*(kinds\.)?[A-Z][A-Z_]*\s*[,)]", call)
+
+
+def test_policy_reads_the_status_by_typed_field_only() -> None:
+    """The previous status is a JobStatus in every pass: no pure layer reads one of its
+    keys by string (a misspelt key would be a silent None)."""
+    root = Path(multigpu_operator.__file__).parent
+    pure = [*sorted((root / "policy").rglob("*.py")), root / "reconcile.py"]
+    assert reads_in(pure, root) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "found"),
+    [
+        ('seen.previous.get("createdAttempt")', ["1: createdAttempt"]),
+        ('previous["progress"]["stepsPerSecond"]', ["1: progress", "1: stepsPerSecond"]),
+        ('status.get("conditions", [])', ["1: conditions"]),
+        ('x = "countedFailures"', ["1: countedFailures"]),
+        ('pod.get("status", {}).get("phase")', []),
+        ("seen.previous.created_attempt", []),
+    ],
+)
+def test_the_status_read_check_sees_a_read_by_key(source: str, found: list[str]) -> None:
+    assert string_reads(source) == found

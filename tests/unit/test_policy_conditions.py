@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import (
     ConditionChange,
     Conditions,
@@ -14,10 +14,25 @@ from multigpu_operator.policy.conditions import (
     cleared,
     condition,
 )
+from multigpu_operator.policy.timestamps import parse_time
 from support.policy import written
 
 NOW = "2026-11-22T10:00:00Z"
 C = ConditionType
+
+
+def conditions_of(previous: list[dict[str, Any]], generation: int) -> Conditions:
+    """Conditions over a status stored with `previous`, changed at NOW."""
+    at = parse_time(NOW)
+    assert at is not None
+    return Conditions(JobStatus.read({"conditions": previous}), generation, at)
+
+
+def listed(conditions: Conditions) -> list[dict[str, Any]]:
+    """The conditions as the status write sends them."""
+    return [
+        c.model_dump(mode="json", by_alias=True, exclude_unset=True) for c in conditions.as_list()
+    ]
 
 
 @pytest.mark.parametrize(
@@ -102,24 +117,24 @@ def test_condition_changes(
     expected: dict[str, tuple[str, str, str]],
     events: list[Event],
 ) -> None:
-    conditions = Conditions({"conditions": previous}, 2, NOW)
+    conditions = conditions_of(previous, 2)
     conditions.apply(changes)
     got = {
-        c["type"]: (c["status"], c["reason"], c["lastTransitionTime"]) for c in conditions.as_list()
+        c["type"]: (c["status"], c["reason"], c["lastTransitionTime"]) for c in listed(conditions)
     }
     assert got == expected
     assert conditions.events == events
 
 
 def test_every_changed_condition_records_the_generation_and_message() -> None:
-    conditions = Conditions({"conditions": [written("Running", True, "PodsRunning")]}, 2, NOW)
+    conditions = conditions_of([written("Running", True, "PodsRunning")], 2)
     conditions.apply([condition(C.RUNNING, True, "PodsRunning", "3 pods running")])
-    [running] = conditions.as_list()
+    [running] = listed(conditions)
     assert (running["message"], running["observedGeneration"]) == ("3 pods running", 2)
 
 
 def test_conditions_are_listed_in_the_order_of_their_types() -> None:
-    conditions = Conditions({}, 1, NOW)
+    conditions = conditions_of([], 1)
     conditions.apply(
         [
             condition(C.FAILED, True, "r", "m"),
@@ -127,4 +142,4 @@ def test_conditions_are_listed_in_the_order_of_their_types() -> None:
             condition(C.RUNNING, False, "r", "m"),
         ]
     )
-    assert [c["type"] for c in conditions.as_list()] == ["Created", "Running", "Failed"]
+    assert [c["type"] for c in listed(conditions)] == ["Created", "Running", "Failed"]

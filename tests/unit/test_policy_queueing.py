@@ -9,11 +9,11 @@ from typing import Any
 
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import Job
-from multigpu_operator.plan import plan_job
 from multigpu_operator.policy.kueue_admission import admission_of
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.reconcile import decide
 from support.lifecycle import T0
+from support.policy import inputs
 
 FLAVORS = {"h100": {"spec": {"nodeLabels": {"pool": "h100"}}}}
 QUEUE_FULL = (
@@ -92,7 +92,15 @@ class QueuedRun:
         admission = admission_of(self.workload, FLAVORS)
         pods = list(self.pods.values())
         decision = decide(
-            self.job, plan_job(self.job), pods, self.status, self.now, (), admission, self.workload
+            inputs(
+                self.job,
+                pods,
+                self.status,
+                self.now,
+                queued=True,
+                admission=admission,
+                workload=self.workload,
+            )
         )
         self.status = copy.deepcopy(decision.status.as_api())
         for name in decision.delete_pods:
@@ -205,6 +213,6 @@ def test_a_flavor_that_contradicts_the_template_fails_the_job() -> None:
 
 def test_a_job_not_queued_in_kueue_runs_as_before() -> None:
     job = Job.from_object(job_object())
-    decision = decide(job, plan_job(job), [], {}, T0)
+    decision = decide(inputs(job))
     assert len(decision.create_pods) == 2
     assert decision.workload is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -34,8 +36,11 @@ def refusal(refused: Refused, message: str, **kind: Any) -> Refusal:
     return Refusal("uid-1", refused, message, **kind)
 
 
-def decided(waits: bool = False) -> Decision:
-    return Decision(PASS, (), Phase.PENDING, create_pods=({},), status_waits=waits)
+def next_pass(waits: bool, previous: dict[str, Any], refused: Refusal, now: datetime) -> Decision:
+    """The pass after `refused`. `waits`: the refused pass (PASS, creating pods) had not
+    written its status, so the refusal carries it (the actuator does that)."""
+    unwritten = PASS if waits or refused.refused == "PodTemplate" else None
+    return after_refusal(JobStatus.read(previous), 1, replace(refused, unwritten=unwritten), now)
 
 
 def conditions(status: JobStatus) -> dict[str, tuple[str, str | None, str | None]]:
@@ -111,7 +116,7 @@ def test_a_refusal_becomes_the_status_of_the_next_pass(
     created: tuple[str, str, str | None] | None,
     events: tuple[str, str],
 ) -> None:
-    decision = after_refusal(decided(waits), previous, 1, refused, at(5))
+    decision = next_pass(waits, previous, refused, at(5))
     assert decision.only_status
     assert (decision.create_pods, decision.delete_pods) == ((), ())
     assert decision.status.phase is phase
@@ -129,15 +134,15 @@ def test_a_refusal_becomes_the_status_of_the_next_pass(
 
 def test_a_full_quota_warns_once_not_on_every_retry() -> None:
     refused = refusal("Pod", QUOTA, waits="QuotaExceeded", field="f")
-    first = after_refusal(decided(True), {}, 1, refused, at(5))
-    again = after_refusal(decided(), first.status.as_api(), 1, refused, at(9))
+    first = next_pass(True, {}, refused, at(5))
+    again = next_pass(False, first.status.as_api(), refused, at(9))
     assert again.events == ()
     assert again.waiting
 
 
 def test_a_refused_status_fails_the_job_from_the_status_stored_and_looks_again() -> None:
     refused = refusal("Status", "status.worldSize: must be <= 2147483647", invalid=True)
-    decision = after_refusal(decided(), RUNNING, 1, refused, at(5))
+    decision = next_pass(False, RUNNING, refused, at(5))
     # From the status stored, not from the pass's, which the server refused.
     assert decision.status.as_api()["startTime"] == RUNNING["startTime"] != stamp(0)
     assert conditions(decision.status)["Failed"][1:] == (

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.stall import StallPolicy
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import ConditionChange
 from multigpu_operator.policy.stall import stall_deadline, stall_watchdog
 from multigpu_operator.policy.stall_ranks import describe, stopped
@@ -95,7 +95,7 @@ def test_deadline(
     deadline: float | None,
 ) -> None:
     policy = StallPolicy.model_validate(stall or {})
-    assert stall_deadline(policy, given, previous) == deadline
+    assert stall_deadline(policy, given, JobStatus.read(previous)) == deadline
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import ConditionType, JobStatus, Phase
+from multigpu_operator.api.status import Condition, ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import Event, condition
 from multigpu_operator.policy.status import conclude, phase_of, phase_reason
 from multigpu_operator.policy.step import Outcome
@@ -282,7 +282,8 @@ def cond(ctype: str, status: bool, reason: str) -> dict[str, Any]:
     ],
 )
 def test_phase_reason(phase: Phase, conditions: list[dict[str, Any]], reason: str | None) -> None:
-    assert phase_reason(phase, conditions) == reason
+    listed = [Condition.model_validate(c) for c in conditions]
+    assert phase_reason(phase, listed) == reason
 
 
 def test_the_reason_is_derived_again_by_every_pass() -> None:

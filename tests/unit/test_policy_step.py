@@ -117,7 +117,7 @@ def test_older_and_up_to_an_attempt() -> None:
 def test_progress_starts_from_the_previous_status(
     previous: dict[str, Any], expected: Progress
 ) -> None:
-    assert Progress.from_status(previous, T0) == expected
+    assert Progress.from_status(JobStatus.read(previous), T0) == expected
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,8 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.template_check import pod_to_dry_run
 from multigpu_operator.reconcile import decide
-from support.policy import at, job, pod, running, written
+from support.policy import at, inputs, job, pod, running, written
 
 SUSPENDED = {"phase": "Suspended", "conditions": [written("Suspended")]}
 FAILED = {"phase": "Failed", "conditions": [written("Failed")]}
@@ -21,9 +20,8 @@ LEAVING = [pod(0, deleting=True), pod(1, deleting=True)]  # their names are not 
 def dry_run(
     j: Job, pods: list[dict[str, Any]], previous: dict[str, Any], checked: int | None
 ) -> str | None:
-    desired = plan_job(j)
-    decision = decide(j, desired, pods, previous, at(0))
-    sent = pod_to_dry_run(decision, desired, pods, j.generation, checked)
+    decision = decide(inputs(j, pods, previous, at(0), template_checked=checked))
+    sent = decision.dry_run_pod
     return None if sent is None else sent["metadata"]["name"]
 
 
@@ -48,8 +46,8 @@ def test_pod_to_dry_run(
 def test_the_pod_sent_is_the_first_one_created_later_with_the_attempt_label() -> None:
     j = job(suspend=True)
     desired = plan_job(j)
-    decision = decide(j, desired, [], {"attempt": 3, **SUSPENDED}, at(0))
-    sent = pod_to_dry_run(decision, desired, [], 1, None)
+    decision = decide(inputs(j, [], {"attempt": 3, **SUSPENDED}, at(0)))
+    sent = decision.dry_run_pod
     assert sent is not None
     assert sent["spec"] == desired.pods[0]["spec"]
     assert sent["metadata"]["labels"]["multigpu.dev/attempt"] == "3"

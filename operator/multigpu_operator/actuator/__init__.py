@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from multigpu_operator import metrics
@@ -32,6 +33,7 @@ from multigpu_operator.cluster.kinds import JOBS, PODS
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.refusals import Refusal
 from multigpu_operator.policy.step import Decision, StatusUpdate, WorkloadChange
 
@@ -73,37 +75,45 @@ class Actuator:
         self.templates.forget(uid)
         self.status.forget(key)
 
-    async def carry_out(
-        self,
-        body: dict[str, Any],
-        job: Job,
-        desired: DesiredState,
-        pods: list[dict[str, Any]],
-        decision: Decision,
-        workload: Mapping[str, Any] | None,
-    ) -> None:
+    async def carry_out(self, body: dict[str, Any], inputs: PassInputs, decision: Decision) -> None:
         """Carry out `decision` for the job `body`; raises Refused, WaitingFor."""
-        key = (job.ref.namespace, job.ref.name)
-        update = StatusUpdate(decision.status, decision.events, decision.entered)
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
         if decision.only_status:
+            update = StatusUpdate(decision.status, decision.events, decision.entered)
             await self.status.write(body, update)
             self.requeue(key, decision)
             return
-        await self.check_template(job, desired, pods, decision)
-        if not await self.write_status(body, job, decision):
+        if isinstance(inputs.planned, str):
+            return  # another controller's job that does not plan: nothing to do
+        job, desired = inputs.planned
+        if decision.only_workload:
+            await self.sync_workload(job, desired, decision.workload, inputs.workload)
             return
-        await self.delete_pods(job, pods, decision)
-        await self.ensure_service(key, job, desired, decision)
-        await self.create_pods(key, job, decision)
-        await self.sync_workload(job, desired, decision.workload, workload)
+        try:
+            await self.check_template(job, decision)
+            written = await self.write_status(body, job, decision)
+        except Refused as refused:
+            # The next pass starts from the status this one did not write.
+            raise Refused(replace(refused.refusal, unwritten=decision.status)) from refused
+        if not written:
+            return
+        try:
+            await self.delete_pods(job, decision)
+            await self.ensure_service(key, job, desired, decision)
+            await self.create_pods(key, job, decision)
+        except Refused as refused:
+            if not decision.status_waits:
+                raise
+            raise Refused(replace(refused.refusal, unwritten=decision.status)) from refused
+        await self.sync_workload(job, desired, decision.workload, inputs.workload)
         await self.delete_job(key, job, decision)
         self.requeue(key, decision)
 
-    async def check_template(
-        self, job: Job, desired: DesiredState, pods: list[dict[str, Any]], decision: Decision
-    ) -> None:
-        """A template no pod is created from yet is checked now (once per generation)."""
-        refused = await self.templates.check(job, desired, pods, decision)
+    async def check_template(self, job: Job, decision: Decision) -> None:
+        """The pass's dry-run pod, if it has one, checks the template of a job that
+        creates no pod yet."""
+        refused = await self.templates.check(job, decision)
         if refused is not None:
             raise Refused(refusal(job.ref.uid, "PodTemplate", refused))
 
@@ -121,12 +131,11 @@ class Actuator:
             metrics.RESTARTS.labels(job.ref.namespace, job.spec.mode.value).inc(decision.restarts)
         return written
 
-    async def delete_pods(self, job: Job, pods: list[dict[str, Any]], decision: Decision) -> None:
-        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
+    async def delete_pods(self, job: Job, decision: Decision) -> None:
         await asyncio.gather(
             *(
-                self.cluster.delete(PODS, job.ref.namespace, name, uids.get(name))
-                for name in decision.delete_pods
+                self.cluster.delete(PODS, job.ref.namespace, name, uid)
+                for name, uid in decision.deletes
             )
         )
 
@@ -173,10 +182,6 @@ class Actuator:
             raise WaitingFor(decision.waiting)
         if decision.requeue_after is not None:
             self._wake(key, decision.requeue_after)
-
-    async def fail(self, body: dict[str, Any], update: StatusUpdate) -> None:
-        """Write the status of a job that cannot be planned (policy/fail.py)."""
-        await self.status.write(body, update)
 
     async def release_deleted(self, key: JobKey) -> None:
         await self.workloads.release_deleted(key)

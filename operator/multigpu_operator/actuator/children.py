@@ -26,10 +26,8 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.refusals import Refusal, Refused
 from multigpu_operator.policy.step import Decision
-from multigpu_operator.policy.template_check import pod_to_dry_run
 
 # Pods are created this many at a time, and no more batches once one is refused: a job
 # of thousands of pods whose template the server rejects costs one batch of requests.
@@ -110,19 +108,18 @@ class TemplateChecks:
     def forget(self, uid: str) -> None:
         self._checked.pop(uid, None)
 
-    async def check(
-        self,
-        job: Job,
-        desired: DesiredState,
-        pods: list[dict[str, Any]],
-        decision: Decision,
-    ) -> Invalid | Forbidden | None:
-        """The server's refusal of the job's template, if a dry run is due and refused."""
+    def checked(self, uid: str) -> int | None:
+        """The generation whose template the server last accepted (a pass's input)."""
+        return self._checked.get(uid)
+
+    async def check(self, job: Job, decision: Decision) -> Invalid | Forbidden | None:
+        """The server's refusal of the job's template, if the pass sends its dry-run pod
+        and the server refuses it."""
         uid, generation = job.ref.uid, job.generation
         if decision.create_pods:
             # Refused, the job fails; a wait or an outage: the creates come again.
             self._checked[uid] = generation
-        pod = pod_to_dry_run(decision, desired, pods, generation, self._checked.get(uid))
+        pod = decision.dry_run_pod
         if pod is None:
             return None
         try:

@@ -68,6 +68,11 @@ class Condition(StatusModel):
         None, description="metadata.generation the condition was set for."
     )
 
+    @property
+    def holds(self) -> bool:
+        """Whether the condition is True."""
+        return self.status == "True"
+
 
 class PodCounts(StatusModel):
     """Pods of the job by phase."""
@@ -261,6 +266,20 @@ class JobStatus(StatusModel):
         job's previous status, which changes far less often than passes run: a status
         read before is not validated again (statuses are never changed in place)."""
         return read_cached(cls, stored)
+
+    def condition(self, ctype: str) -> Condition | None:
+        """The condition of type `ctype`, if the status has one (one per type)."""
+        for cond in self.conditions or ():
+            if cond.type == ctype:
+                return cond
+        return None
+
+    def without(self, *fields: str) -> JobStatus:
+        """This status with `fields` (their Python names) unset: absent, not null."""
+        kept = self.model_fields_set.difference(fields)
+        if kept == self.model_fields_set:
+            return self
+        return JobStatus.model_construct(kept, **{f: getattr(self, f) for f in kept})
 
     def as_api(self) -> dict[str, Any]:
         """The status as the API's JSON: the fields set, camelCase. The actuator's status

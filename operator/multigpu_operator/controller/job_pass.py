@@ -10,6 +10,7 @@ the actuator (actuator/) does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -22,13 +23,9 @@ from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.controller.plan_cache import PlanCache, offload
 from multigpu_operator.controller.progress_board import ProgressBoard
 from multigpu_operator.objects import managed_here, owned_by
-from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.kueue_admission import admission_of
-from multigpu_operator.policy.queueing import (
-    dispatched_workload_change,
-    multikueue_dispatched,
-    queued_in_kueue,
-)
+from multigpu_operator.policy.queueing import queued_in_kueue
 from multigpu_operator.policy.refusals import Refusal
 from multigpu_operator.reconcile import decide
 
@@ -58,46 +55,48 @@ class JobPass:
         body: dict[str, Any],
         refusal: Refusal | None,
     ) -> None:
+        inputs = await self.inputs(key, body, refusal)
+        size = 0 if isinstance(inputs.planned, str) else len(inputs.planned[1].pods)
+        decision = await offload(size, decide, inputs)
+        await self.actuator.carry_out(body, inputs, decision)
+
+    async def inputs(
+        self, key: JobKey, body: dict[str, Any], refusal: Refusal | None
+    ) -> PassInputs:
+        """What the pass reads, from the caches; a job that cannot be planned, or is
+        another controller's, needs nothing but its status."""
+        meta = body["metadata"]
         planned = await self.plans.plan(body)
-        if isinstance(planned, str) and not managed_here(body):
-            return
-        if isinstance(planned, str):
-            stored = JobStatus.read(body.get("status") or {})
-            generation = int(body["metadata"].get("generation", 1))
-            failed = invalid_job(stored, generation, "InvalidSpec", planned, self._clock())
-            await self.actuator.fail(body, failed)
-            return
-        job, desired = planned
-        if not job.spec.managed_here:
-            # Another controller's job: no pods, no status; a job MultiKueue dispatches
-            # still needs its Workload here (Kueue's job-framework part is ours).
-            if multikueue_dispatched(job) and self._queued(job):
-                workload = self.kueue.informer.workload_of(key, job)
-                change = dispatched_workload_change(workload)
-                await self.actuator.sync_workload(job, desired, change, workload)
-            return
-        pods = [p for p in self.pods.pods_of(key) if owned_by(p, job.ref.uid)]
-        gone = [p for p in self.pods.gone_of(key) if owned_by(p, job.ref.uid)]
-        admission, workload = None, None
-        if self._queued(job):
-            workload = self.kueue.informer.workload_of(key, job)
-            admission = admission_of(workload, self.kueue.informer.flavors_by_name())
-        decision = await offload(
-            len(desired.pods),
-            decide,
-            job,
-            desired,
-            pods,
-            body.get("status") or {},
-            self._clock(),
-            self.nodes.nodes(),
-            admission,
-            workload,
-            refusal,
-            self.progress.report(key) if self.progress is not None else None,
-            gone,
+        common = PassInputs(
+            planned=planned,
+            previous=JobStatus.read(body.get("status") or {}),
+            generation=int(meta.get("generation", 1)),
+            now=self._clock(),
+            managed_here=managed_here(body),
+            refusal=refusal,
         )
-        await self.actuator.carry_out(body, job, desired, pods, decision, workload)
+        if isinstance(planned, str):
+            return common
+        job = planned[0]
+        queued = self._queued(job)
+        workload = self.kueue.informer.workload_of(key, job) if queued else None
+        if not job.spec.managed_here:
+            return replace(common, queued=queued, workload=workload)
+        uid = job.ref.uid
+        admission = None
+        if queued:
+            admission = admission_of(workload, self.kueue.informer.flavors_by_name())
+        return replace(
+            common,
+            pods=tuple(p for p in self.pods.pods_of(key) if owned_by(p, uid)),
+            gone=tuple(p for p in self.pods.gone_of(key) if owned_by(p, uid)),
+            nodes=self.nodes.nodes(),
+            queued=queued,
+            admission=admission,
+            workload=workload,
+            training=self.progress.report(key) if self.progress is not None else None,
+            template_checked=self.actuator.templates.checked(uid),
+        )
 
     def _queued(self, job: Job) -> bool:
         return queued_in_kueue(self.kueue.mode, self.kueue.informer.installed, job)

@@ -10,7 +10,7 @@ from multigpu_operator.api.lifecycle import CleanPodPolicy
 from multigpu_operator.api.status import TERMINAL, JobStatus
 from multigpu_operator.policy.pods import being_deleted, name_of
 from multigpu_operator.policy.step import Observed, Outcome, Pod, Progress
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.timestamps import rfc3339
 
 _FINISHED = ("Succeeded", "Failed")
 
@@ -26,7 +26,7 @@ def after_finish(seen: Observed) -> Outcome:
     """For a job that is finished (or finishes in this pass): when it finished, the pods
     to clean up, and when (or whether now) the job is deleted."""
     policy = seen.job.spec.run_policy
-    completion = parse_time(seen.previous.get("completionTime")) or seen.now
+    completion = seen.previous.completion_time or seen.now
     finished = Outcome(
         status=JobStatus(completion_time=rfc3339(completion)),
         delete_pods=tuple(pods_to_clean(seen.live, policy.clean_pod_policy)),

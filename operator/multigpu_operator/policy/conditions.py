@@ -2,16 +2,17 @@
 
 Steps describe what they want as ConditionChange values (`condition`, `cleared`) and
 Events; decide() applies them, in the order the steps made them, to a Conditions built
-from the previous status, which hands back the new list and the events to post.
+from the previous status (typed, keyed by type), which hands back the new list and the
+events to post.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
 
-from multigpu_operator.api.status import ConditionType
+from multigpu_operator.api.status import Condition, ConditionType, JobStatus
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,12 @@ _ORDER = {str(c): i for i, c in enumerate(ConditionType)}
 
 
 class Conditions:
-    def __init__(self, previous: Mapping[str, Any], generation: int, now: str) -> None:
-        self._by_type = {c["type"]: dict(c) for c in previous.get("conditions", [])}
+    """The conditions of `previous`, one per type, as changes leave them."""
+
+    def __init__(self, previous: JobStatus, generation: int, now: datetime) -> None:
+        self._by_type: dict[str, Condition] = {c.type: c for c in previous.conditions or ()}
         self._generation = generation
-        self._now = now
+        self._now = now.astimezone(UTC).replace(microsecond=0)  # as the API server writes it
         self.events: list[Event] = []
 
     def apply(self, changes: Iterable[ConditionChange | Event]) -> None:
@@ -71,28 +74,30 @@ class Conditions:
                 self.events.append(change)
                 continue
             old = self._by_type.get(change.type)
-            if not change.only_if_true or (old is not None and old.get("status") == "True"):
+            if not change.only_if_true or (old is not None and old.holds):
                 self._set(change)
 
     def _set(self, change: ConditionChange) -> None:
         old = self._by_type.get(change.type)
         value = "True" if change.status else "False"
         kind = "Warning" if change.type in _WARNING_WHEN_TRUE else "Normal"
-        if old and old.get("status") == value and old.get("reason") == change.reason:
-            old["message"], old["observedGeneration"] = change.message, self._generation
+        if old and old.status == value and old.reason == change.reason:
+            self._by_type[change.type] = old.model_copy(
+                update={"message": change.message, "observed_generation": self._generation}
+            )
             if change.always_event:
                 self.events.append(Event(kind, change.reason, change.message))
             return
-        self._by_type[change.type] = {
-            "type": str(change.type),
-            "status": value,
-            "reason": change.reason,
-            "message": change.message,
-            "lastTransitionTime": self._now,
-            "observedGeneration": self._generation,
-        }
+        self._by_type[change.type] = Condition(
+            type=str(change.type),
+            status=value,
+            reason=change.reason,
+            message=change.message,
+            last_transition_time=self._now,
+            observed_generation=self._generation,
+        )
         if change.status:
             self.events.append(Event(kind, change.reason, change.message))
 
-    def as_list(self) -> list[dict[str, Any]]:
-        return sorted(self._by_type.values(), key=lambda c: _ORDER.get(c["type"], len(_ORDER)))
+    def as_list(self) -> list[Condition]:
+        return sorted(self._by_type.values(), key=lambda c: _ORDER.get(c.type, len(_ORDER)))

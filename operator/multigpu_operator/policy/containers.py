@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api.start import StartTimeoutAction
-from multigpu_operator.api.status import ConditionType, JobStatus
+from multigpu_operator.api.status import Condition, ConditionType, JobStatus
 from multigpu_operator.policy.conditions import ConditionChange, Event, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.pods import count_pods, name_of, replica_index, waiting_containers
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.timestamps import rfc3339
 
 # Waiting reasons of the kubelet and container runtime that mean "this container does not
 # start", as opposed to ContainerCreating / PodInitializing, which are progress.
@@ -108,9 +108,9 @@ def summary(problems: list[ContainerProblem]) -> str:
 def container_states(seen: Observed, progress: Progress) -> Outcome:
     current = seen.current(progress.attempt)
     problems = container_problems(current)
-    previous = _previous_running(seen)
+    previous = seen.previous.condition(ConditionType.RUNNING)
     if not problems:
-        if previous.get("status") == "False" and previous.get("reason") in NOT_STARTING:
+        if previous and not previous.holds and previous.reason in NOT_STARTING:
             running = count_pods(current).running
             msg = f"{running} of {len(seen.desired.pods)} pods running"
             return Outcome(changes=(condition(ConditionType.RUNNING, False, STARTING, msg),))
@@ -120,13 +120,13 @@ def container_states(seen: Observed, progress: Progress) -> Outcome:
     policy = seen.job.spec.elastic
     if seen.elastic and policy and count_pods(current).running >= policy.min_replicas:
         # It trains: the Running condition carries the problem (policy/status.py).
-        new = text not in str(previous.get("message", ""))
+        new = previous is None or text not in (previous.message or "")
         return Outcome(changes=(Event("Warning", worst.reason, text),) if new else ())
     return _start_policy(seen, worst, text, previous)
 
 
 def _start_policy(
-    seen: Observed, worst: ContainerProblem, text: str, previous: Mapping[str, Any]
+    seen: Observed, worst: ContainerProblem, text: str, previous: Condition | None
 ) -> Outcome:
     """spec.startPolicy for a job held up by `worst` (and maybe more)."""
     policy = seen.job.spec.start_policy
@@ -139,7 +139,7 @@ def _start_policy(
             return fail(worst.reason, f"{text}; no retry can fix this")
         note = "no retry can fix this; waiting (startPolicy.onTimeout Wait)"
     elif worst.severity == 1:
-        since = parse_time(seen.previous.get("cannotStartSince")) or seen.now
+        since = seen.previous.cannot_start_since or seen.now
         waited = (seen.now - since).total_seconds()
         status = JobStatus(cannot_start_since=rfc3339(since))
         if not failing:
@@ -157,13 +157,6 @@ def _start_policy(
     changes: list[ConditionChange | Event] = [
         condition(ConditionType.RUNNING, False, worst.reason, msg)
     ]
-    if (previous.get("reason"), previous.get("message")) != (worst.reason, msg):
+    if previous is None or (previous.reason, previous.message) != (worst.reason, msg):
         changes.append(Event("Warning", worst.reason, msg))
     return Outcome(status=status, changes=tuple(changes), wake_after=wake)
-
-
-def _previous_running(seen: Observed) -> Mapping[str, Any]:
-    for cond in seen.previous.get("conditions", []):
-        if cond["type"] == ConditionType.RUNNING:
-            return dict(cond)
-    return {}

@@ -10,7 +10,7 @@ from multigpu_operator.policy.conditions import Event, cleared
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.pods import count_pods, name_of, replica_index
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.timestamps import rfc3339
 
 
 def elastic_size(seen: Observed, progress: Progress) -> Outcome:
@@ -31,7 +31,7 @@ def below_min(seen: Observed, progress: Progress) -> Outcome:
     running = count_pods(seen.current(progress.attempt)).running
     if running >= policy.min_replicas:
         return Outcome()
-    since = parse_time(seen.previous.get("belowMinSince")) or seen.now
+    since = seen.previous.below_min_since or seen.now
     waited = (seen.now - since).total_seconds()
     timeout = policy.below_min_timeout_seconds
     msg = f"{running} of at least elastic.minReplicas ({policy.min_replicas}) pods running"
@@ -55,7 +55,7 @@ def scale(seen: Observed) -> Outcome:
     extra = sorted(
         (p for p in seen.live if replica_index(p) >= target), key=replica_index, reverse=True
     )
-    before = seen.previous.get("targetReplicas")
+    before = seen.previous.target_replicas
     scaled = before is not None and before != target
     return Outcome(
         status=JobStatus(target_replicas=target),

@@ -31,7 +31,7 @@ def invalid_job(
     refused its pods): it fails, and nothing else of its status changes."""
     if previous.phase is Phase.FAILED:
         return StatusUpdate(previous, (), None)
-    conditions = Conditions(previous.as_api(), generation, rfc3339(now))
+    conditions = Conditions(previous, generation, now)
     conditions.apply(fail(reason, message).changes)
     failed = JobStatus(
         phase=Phase.FAILED,

@@ -26,7 +26,6 @@ from multigpu_operator.api.failure_policy import (
     Fault,
 )
 from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
-from multigpu_operator.api.status import JobStatus, RuleRestarts
 from multigpu_operator.policy.failures import SETUP_ERROR, SETUP_ERROR_EXIT_CODE, Failure
 from multigpu_operator.policy.step import Progress
 
@@ -52,17 +51,6 @@ class Verdict:
     @property
     def fails(self) -> bool:
         return bool(self.fail_reason)
-
-    def counters(self) -> JobStatus:
-        """The status fields of the counters (only those in use: a field set to nothing
-        would be written as null)."""
-        p = self.progress
-        moved: dict[str, object] = {"restarts": p.restarts}
-        if p.infrastructure_restarts:
-            moved["infrastructure_restarts"] = p.infrastructure_restarts
-        if p.rule_restarts:
-            moved["rule_restarts"] = [RuleRestarts(index=i, restarts=n) for i, n in p.rule_restarts]
-        return JobStatus.model_validate(moved)
 
 
 def rule_name(index: int, rule: FailureRule) -> str:

@@ -131,16 +131,16 @@ def _with_facts(
     failure: Failure, pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]
 ) -> Failure:
     """The failure with what the rules match on and the fault that ended it, if any."""
-    status = pod.get("status") or {}
+    pod_status = pod.get("status") or {}
     reasons = [
         str(term["reason"])
-        for cs in status.get("containerStatuses") or []
+        for cs in pod_status.get("containerStatuses") or []
         if (term := (cs.get("state") or {}).get("terminated")) and term.get("reason")
     ]
-    if status.get("reason"):
-        reasons.append(str(status["reason"]))
+    if pod_status.get("reason"):
+        reasons.append(str(pod_status["reason"]))
     conditions = tuple(
-        str(c["type"]) for c in status.get("conditions") or [] if c.get("status") == "True"
+        str(c["type"]) for c in pod_status.get("conditions") or [] if c.get("status") == "True"
     )
     return replace(
         failure,
@@ -154,19 +154,19 @@ def _with_facts(
 def _failure(pod: Mapping[str, Any]) -> Failure:
     replica = pod["metadata"].get("labels", {}).get(names.LABEL_REPLICA_INDEX, "?")
     uid = pod["metadata"].get("uid", "")
-    status = pod.get("status", {})
+    pod_status = pod.get("status", {})
     # The kubelet's own words on an eviction ("The node was low on resource: memory...").
-    kubelet_message = str(status.get("message") or "").strip()
+    kubelet_message = str(pod_status.get("message") or "").strip()
     cond = disruption(pod)
     if cond is not None:
         reason = f"disrupted ({cond.get('reason') or 'DisruptionTarget'})"
         detail = str(cond.get("message") or "").strip() or kubelet_message
         return Failure(name_of(pod), replica, None, reason, uid, True, detail)
-    if status.get("reason") == "Evicted":
+    if pod_status.get("reason") == "Evicted":
         # No exit code: the kubelet ended the pod, not the trainer.
         return Failure(name_of(pod), replica, None, "Evicted", uid, detail=kubelet_message)
     container, term = _terminated(pod) or ("", None)
-    reason = (term or {}).get("reason") or status.get("reason") or "Failed"
+    reason = (term or {}).get("reason") or pod_status.get("reason") or "Failed"
     exit_code = int(term["exitCode"]) if term and "exitCode" in term else None
     # Under torchrun the container exits 1 whatever the worker did; the worker's
     # termination message still says it was a set-up error.

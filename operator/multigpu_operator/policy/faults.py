@@ -101,20 +101,20 @@ def diagnose(pod: Pod, nodes: Sequence[Node]) -> Diagnosis | None:
     taint = _gpu_health_taint(by_name.get(node))
     if taint:
         return Diagnosis(Fault.GPU_UNHEALTHY, node, why=f"the node has taint {taint}")
-    status = pod.get("status") or {}
-    reason = str(status.get("reason") or "")
+    pod_status = pod.get("status") or {}
+    reason = str(pod_status.get("reason") or "")
     cond = disruption(pod)
     if cond is not None:
         said = str(cond.get("reason") or "DisruptionTarget")
         fault = _DISRUPTIONS.get(said) or _POD_REASONS.get(reason) or Fault.EVICTED
-        if "shutdown" in f"{cond.get('message')} {status.get('message')}".lower():
+        if "shutdown" in f"{cond.get('message')} {pod_status.get('message')}".lower():
             fault = Fault.NODE_SHUTDOWN  # the kubelet's graceful node shutdown
         return Diagnosis(fault, node, why=said)
     if reason in _POD_REASONS:
         return Diagnosis(_POD_REASONS[reason], node, why=reason)
-    if reason == "UnexpectedAdmissionError" and "nvidia.com/" in str(status.get("message")):
+    if reason == "UnexpectedAdmissionError" and "nvidia.com/" in str(pod_status.get("message")):
         # The kubelet could not give the pod its GPUs (a device gone unhealthy).
-        return Diagnosis(Fault.GPU_UNHEALTHY, node, why=str(status.get("message")))
+        return Diagnosis(Fault.GPU_UNHEALTHY, node, why=str(pod_status.get("message")))
     if node and by_name:
         if node not in by_name:
             return Diagnosis(Fault.NODE_LOST, node, why="the node was removed")

@@ -25,7 +25,7 @@ from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.fit import never_fits
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.timestamps import rfc3339
 
 # The scheduler's reason while a scheduling gate (e.g. Kueue's admission gate) holds a pod.
 SCHEDULING_GATED = "SchedulingGated"
@@ -54,11 +54,7 @@ class Scheduling:
 
 def gang_start(seen: Observed, progress: Progress) -> Outcome:
     spec = seen.job.spec
-    if (
-        seen.elastic
-        and seen.previous.get("createdAttempt")
-        and seen.had_condition(ConditionType.RUNNING)
-    ):
+    if seen.elastic and seen.previous.created_attempt and seen.had_condition(ConditionType.RUNNING):
         return Outcome()  # a running elastic job is governed by elastic.below_min
     current = [
         p
@@ -100,7 +96,7 @@ def _unschedulable(
 ) -> Outcome:
     """The gang timer runs from status.unscheduledSince; then onTimeout applies."""
     gang = seen.job.spec.gang
-    since = parse_time(seen.previous.get("unscheduledSince")) or seen.now
+    since = seen.previous.unscheduled_since or seen.now
     waited = (seen.now - since).total_seconds()
     never = never_fits(stuck, seen.nodes)
     if never is not None:
@@ -147,10 +143,8 @@ def _never_fits(seen: Observed, why: str, timeout: int) -> tuple[ConditionChange
         then = f"the job fails after gang.timeoutSeconds ({timeout}s) unless a node that fits joins"
     msg = f"{why}; {then}"
     said = condition(ConditionType.SCHEDULED, False, NO_NODE_FITS, msg)
-    before = [
-        c for c in seen.previous.get("conditions", []) if c["type"] == ConditionType.SCHEDULED
-    ]
-    if before and before[0].get("reason") == NO_NODE_FITS:
+    before = seen.previous.condition(ConditionType.SCHEDULED)
+    if before and before.reason == NO_NODE_FITS:
         return (said,)
     return (said, Event("Warning", NO_NODE_FITS, msg))
 

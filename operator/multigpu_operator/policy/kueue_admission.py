@@ -40,8 +40,8 @@ def admission_of(
     """The job's standing from its Workload and the ResourceFlavors (by name)."""
     if workload is None:
         return Admission(Queued.NO_WORKLOAD, message="creating its Kueue Workload")
-    status = workload.get("status") or {}
-    conditions = {c["type"]: c for c in status.get("conditions") or []}
+    workload_status = workload.get("status") or {}
+    conditions = {c["type"]: c for c in workload_status.get("conditions") or []}
 
     def holds(ctype: str) -> bool:
         return bool(conditions.get(ctype, {}).get("status") == "True")
@@ -50,7 +50,7 @@ def admission_of(
         return Admission(Queued.FINISHED, *_why(conditions[kueue.FINISHED]))
     if holds(kueue.EVICTED):
         return Admission(Queued.EVICTED, *_why(conditions[kueue.EVICTED]))
-    admission = status.get("admission") or {}
+    admission = workload_status.get("admission") or {}
     if holds(kueue.ADMITTED) and admission:
         return Admission(
             Queued.ADMITTED,

@@ -60,11 +60,11 @@ class ObservedPodCounts:
 def waiting_containers(pod: Mapping[str, Any]) -> list[tuple[bool, Mapping[str, Any]]]:
     """(is an init container, its status) of every container of `pod` that waits: not
     started yet, or restarting (CrashLoopBackOff)."""
-    status = pod.get("status") or {}
+    pod_status = pod.get("status") or {}
     return [
         (init, cs)
         for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses"))
-        for cs in status.get(key) or []
+        for cs in pod_status.get(key) or []
         if (cs.get("state") or {}).get("waiting") is not None
     ]
 
@@ -73,18 +73,18 @@ def phase_of_pod(pod: Mapping[str, Any]) -> str:
     """The pod's phase as the job counts it: a Running pod with a container that waits
     (a sidecar in CrashLoopBackOff, a container being restarted) is not running yet,
     so it counts as Pending; a job never says its pods run while one of them does not."""
-    status = pod.get("status") or {}
-    phase = str(status.get("phase") or "Pending")
-    if phase == "Running" and _any_waiting(status):
+    pod_status = pod.get("status") or {}
+    phase = str(pod_status.get("phase") or "Pending")
+    if phase == "Running" and _any_waiting(pod_status):
         return "Pending"
     return phase
 
 
-def _any_waiting(status: Mapping[str, Any]) -> bool:
+def _any_waiting(pod_status: Mapping[str, Any]) -> bool:
     """Whether a container of the pod waits (waiting_containers, without the list: every
     pass counts every pod's phase a few times)."""
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or ():
+        for cs in pod_status.get(key) or ():
             if (cs.get("state") or {}).get("waiting") is not None:
                 return True
     return False

@@ -33,18 +33,18 @@ def published_progress(seen: Observed, phase: Phase) -> Outcome:
     if seen.previous_phase in TERMINAL:
         return Outcome()  # a finished job: its history stays put
     report = seen.training
-    started_with = int(seen.previous.get("attempt", 1))
+    started_with = seen.previous.attempt or 1
     leaving = seen.previous_phase is Phase.RUNNING and phase is not Phase.RUNNING
     if report is None or report.attempt != started_with or not (report.publish or leaving):
         # Nothing (new) to show; a job that ends now still finishes what it showed.
-        stored = seen.previous.get("progress")
+        stored = seen.previous.progress
         if phase not in TERMINAL or not stored:
             return Outcome()
-        return Outcome(status=JobStatus(progress=ended(JobProgress.model_validate(stored), phase)))
+        return Outcome(status=JobStatus(progress=ended(stored, phase)))
     shown = job_progress(report)
     if phase in TERMINAL:
         shown = ended(shown, phase)
-    before = (seen.previous.get("progress") or {}).get("resumedStep")
+    before = seen.previous.progress.resumed_step if seen.previous.progress else None
     if shown.resumed_step and shown.resumed_step != before:
         said = f"attempt {report.attempt} resumed from its checkpoint at step {shown.resumed_step}"
         return Outcome(

@@ -84,7 +84,7 @@ def _admitted(seen: Observed, progress: Progress, queued: Admission) -> Outcome:
     if seen.previous_phase is not Phase.SUSPENDED:
         return Outcome()
     attempt = progress.attempt
-    if seen.previous.get("createdAttempt") == attempt:
+    if seen.previous.created_attempt == attempt:
         attempt += 1  # its pods ran before the eviction: a fresh attempt, not a restart
     msg = f"admitted by Kueue to ClusterQueue {queued.cluster_queue}: starting attempt {attempt}"
     return Outcome(
@@ -106,8 +106,8 @@ def workload_change(
     phase = decision.status.phase or Phase.PENDING
     if workload is None:
         return WorkloadChange(create=True) if phase not in TERMINAL else None
-    status = workload.get("status") or {}
-    conditions = {c["type"]: c for c in status.get("conditions") or []}
+    workload_status = workload.get("status") or {}
+    conditions = {c["type"]: c for c in workload_status.get("conditions") or []}
     now = rfc3339(seen.now)
     generation = workload["metadata"].get("generation", 1)
 
@@ -133,7 +133,7 @@ def workload_change(
         message = _condition_message(decision.status, phase)
         set_condition(kueue.FINISHED, True, reason, message)
         return WorkloadChange(status={"conditions": list(conditions.values())})
-    if queued.state is Queued.EVICTED and status.get("admission") and not seen.pods:
+    if queued.state is Queued.EVICTED and workload_status.get("admission") and not seen.pods:
         # Kueue's job framework releases the quota once the job is no longer active.
         evicted = conditions[kueue.EVICTED]
         reason, message = evicted.get("reason", ""), evicted.get("message", "")

@@ -8,16 +8,14 @@ the field to fix (no retry makes the server accept the same object).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.conditions import Conditions, Event, condition
 from multigpu_operator.policy.fail import invalid_job
 from multigpu_operator.policy.step import Decision, StatusUpdate
-from multigpu_operator.policy.timestamps import rfc3339
 
 # What was refused: the pods, the first pod sent as a dry run, the headless Service,
 # the job's own status.
@@ -36,6 +34,9 @@ class Refusal:
     # ResourceQuota, a missing ServiceAccount); empty: the job fails.
     waits: str = ""
     field: str = ""  # the job's field an admission refusal is about
+    # The status of the refused pass, where it was not written before the refused child
+    # (a template dry run, a job's first pods): the next pass starts from it.
+    unwritten: JobStatus | None = None
 
 
 def refusal_message(refusal: Refusal) -> str:
@@ -48,15 +49,9 @@ def refusal_message(refusal: Refusal) -> str:
     return f"{refusal.field}: {refusal.message}"
 
 
-def after_refusal(
-    decision: Decision,
-    previous: Mapping[str, Any],
-    generation: int,
-    refusal: Refusal,
-    now: datetime,
-) -> Decision:
-    """The pass's decision once `refusal` is accounted for: only its status is written."""
-    stored = JobStatus.read(previous)
+def after_refusal(stored: JobStatus, generation: int, refusal: Refusal, now: datetime) -> Decision:
+    """The pass that accounts for `refusal`, before any step runs: only its status is
+    written."""
     if refusal.refused == "Status":
         # Numbers the schema should have bounded (a world size past int32) made a status
         # the server refused: fail from the status stored, once, instead of retrying.
@@ -64,8 +59,7 @@ def after_refusal(
         update = invalid_job(stored, generation, "InvalidSpec", message, now)
         # Pods created before that write go by the clean-pod policy.
         return _only_status(update, requeue_after=0)
-    # The status of the refused pass, where it was not written before the children.
-    base = decision.status if refusal.refused == "PodTemplate" or decision.status_waits else stored
+    base = refusal.unwritten or stored
     message = refusal_message(refusal)
     if refusal.waits:
         update = not_created(base, generation, refusal.waits, message, now)
@@ -87,7 +81,7 @@ def not_created(
     again = any(
         c.type == ConditionType.CREATED and c.reason == reason for c in status.conditions or ()
     )
-    conditions = Conditions(status.as_api(), generation, rfc3339(now))
+    conditions = Conditions(status, generation, now)
     conditions.apply([condition(ConditionType.CREATED, False, reason, message)])
     events = () if again else (Event("Warning", reason, message),)
     return StatusUpdate(status.merged(JobStatus(conditions=conditions.as_list())), events, None)

@@ -9,16 +9,15 @@ from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.policy.conditions import Event
 from multigpu_operator.policy.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import parse_time
 
 
 def wait_to_requeue(seen: Observed, progress: Progress) -> Outcome:
-    at = parse_time(seen.previous.get("requeueAt"))
+    at = seen.previous.requeue_at
     if at is None:
         return Outcome()
     if seen.now < at:
         return Outcome(
-            status=JobStatus(requeue_at=seen.previous["requeueAt"]),
+            status=JobStatus(requeue_at=at),
             delete_pods=tuple(name_of(p) for p in seen.current(progress.attempt)),
             wake_after=((at - seen.now).total_seconds(),),
             stop=Phase.PENDING,

@@ -42,7 +42,7 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
     """The first failed replica of the attempt (or one that disappeared after the attempt
     had all its pods) ends it: a new attempt, or the job fails."""
     found = failures(seen.current(progress.attempt), seen.nodes)
-    if not found and seen.previous.get("createdAttempt") == progress.attempt:
+    if not found and seen.previous.created_attempt == progress.attempt:
         found = _lost(seen, progress)[:1]
     if not found:
         return Outcome()
@@ -102,7 +102,7 @@ def _recorded(
     """The status after a decided failure: the counters, the failure and its rule, the
     attempt it ended, the nodes to avoid."""
     failure = found[0]
-    previous = JobStatus.read(seen.previous)
+    previous = seen.previous
     ending = verdict.fail_reason or (str(failure.fault) if failure.fault else "PodFailed")
     ended = attempts.ended(previous, progress.attempt, seen.now, ending, verdict.rule, found)
     avoided = avoided_after(previous.avoided_nodes or [], found if not verdict.fails else [])
@@ -111,7 +111,7 @@ def _recorded(
     )
     if avoided:
         recorded = recorded.merged(JobStatus(avoided_nodes=avoided))
-    return verdict.counters().merged(recorded)
+    return verdict.progress.restart_counters().merged(recorded)
 
 
 def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
@@ -120,9 +120,9 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     is deleting for a fault (its node lost, an eviction), replaced once it is gone."""
     failed = failures(seen.current(progress.attempt), seen.nodes)
     found = failed + _disrupted_leaving(seen, progress)
-    judged = set(seen.previous.get("countedFailures", []))
+    judged = set(seen.previous.counted_failures or ())
     policy = seen.job.spec.run_policy
-    avoided = list(seen.previous.get("avoidedNodes") or [])
+    avoided = list(seen.previous.avoided_nodes or ())
     decided = Outcome()
     for failure in found:
         if failure.uid and failure.uid in judged:
@@ -143,7 +143,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         reason = str(failure.fault) if failure.fault else "PodFailed"
         decided = decided.then(
             Outcome(
-                status=last.merged(verdict.counters()),
+                status=last.merged(verdict.progress.restart_counters()),
                 changes=(
                     condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),
                 ),
@@ -157,7 +157,7 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
         status = status.merged(JobStatus(avoided_nodes=avoided))
     # A pod judged from its last state is gone already: no event will come to replace
     # it, so the job looks again in a second (unjudged_gone).
-    newly = judged - set(seen.previous.get("countedFailures", []))
+    newly = judged - set(seen.previous.counted_failures or ())
     gone = {p["metadata"].get("uid") for p in seen.gone} & newly
     wake = (GONE_REPLACED_AFTER,) if gone else ()
     outcome = Outcome(status=status, delete_pods=tuple(f.pod for f in failed), wake_after=wake)
@@ -177,7 +177,7 @@ def pods_replaced(
     msg = f"replacing {', '.join(pods)}{counted}: {failure.message()}"
     reason = str(failure.fault) if failure.fault else "PodFailed"
     return Outcome(
-        status=last.merged(verdict.counters()),
+        status=last.merged(verdict.progress.restart_counters()),
         changes=(condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),),
         delete_pods=pods,
         progress=replace(verdict.progress, restarted=progress.restarted + 1),
@@ -205,7 +205,7 @@ def unjudged_gone(
     elastic: bool,
     pods: Sequence[Mapping[str, Any]],
     gone: Sequence[Mapping[str, Any]],
-    previous: Mapping[str, Any],
+    previous: JobStatus,
     now: datetime,
 ) -> tuple[Mapping[str, Any], ...]:
     """An elastic job's pods deleted for a fault that no pass has judged yet, each as a
@@ -214,7 +214,7 @@ def unjudged_gone(
     leaving. A restart of a whole attempt needs none of this: its pods come later."""
     if not elastic:
         return ()
-    judged = set(previous.get("countedFailures") or [])
+    judged = set(previous.counted_failures or ())
     names = {name_of(p) for p in pods}
     return tuple(
         {**p, "metadata": {**p["metadata"], "deletionTimestamp": rfc3339(now)}}

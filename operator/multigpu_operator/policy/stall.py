@@ -20,9 +20,7 @@ pods replaced.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.stall import (
@@ -31,7 +29,7 @@ from multigpu_operator.api.stall import (
     StallAction,
     StallPolicy,
 )
-from multigpu_operator.api.status import ConditionType, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.policy.conditions import ConditionChange, cleared, condition
 from multigpu_operator.policy.fail import fail
 from multigpu_operator.policy.failures import Failure
@@ -71,7 +69,7 @@ def stall_watchdog(seen: Observed, progress: Progress) -> Outcome:
 
 
 def stall_deadline(
-    policy: StallPolicy, report: TrainingReport | None, previous: Mapping[str, Any]
+    policy: StallPolicy, report: TrainingReport | None, previous: JobStatus
 ) -> float | None:
     """Seconds the step may stand still; None when the watchdog is off (0, or automatic
     before the job reported any progress)."""
@@ -79,10 +77,10 @@ def stall_deadline(
         return float(policy.deadline_seconds) if policy.deadline_seconds else None
     step_seconds = report.step_seconds if report else None
     if report is None:
-        known = previous.get("progress")
+        known = previous.progress
         if not known:
             return None
-        rate = float(known.get("stepsPerSecond") or 0)
+        rate = known.steps_per_second or 0.0
         step_seconds = 1 / rate if rate > 0 else None
     if not step_seconds or step_seconds <= 0:
         return float(AUTO_FLOOR_SECONDS)
@@ -94,21 +92,19 @@ def running_since(seen: Observed, progress: Progress) -> datetime | None:
     or the latest start of a pod of the attempt (an Elastic pod replaced), the later."""
     times = [_running_condition_time(seen)]
     for pod in seen.current(progress.attempt):
-        status = pod.get("status") or {}
+        pod_status = pod.get("status") or {}
         started = [
             parse_time(((cs.get("state") or {}).get("running") or {}).get("startedAt"))
-            for cs in status.get("containerStatuses") or []
+            for cs in pod_status.get("containerStatuses") or []
         ]
-        times += [*started, parse_time(status.get("startTime"))]
+        times += [*started, parse_time(pod_status.get("startTime"))]
     known = [t for t in times if t is not None]
     return max(known) if known else None
 
 
 def _running_condition_time(seen: Observed) -> datetime | None:
-    for cond in seen.previous.get("conditions") or []:
-        if cond.get("type") == ConditionType.RUNNING and cond.get("status") == "True":
-            return parse_time(cond.get("lastTransitionTime"))
-    return None
+    running = seen.previous.condition(ConditionType.RUNNING)
+    return running.last_transition_time if running and running.holds else None
 
 
 def _all_running(seen: Observed, progress: Progress) -> bool:
@@ -123,12 +119,10 @@ def _checkpointing(report: TrainingReport) -> bool:
 
 def _recovered(seen: Observed, report: TrainingReport | None) -> tuple[ConditionChange, ...]:
     """Stalled turns False once the step of the current attempt moved after it was set."""
-    stalled = next(
-        (c for c in seen.previous.get("conditions") or [] if c.get("type") == STALLED), None
-    )
-    if not stalled or stalled.get("status") != "True" or report is None:
+    stalled = seen.previous.condition(ConditionType.STALLED)
+    if not stalled or not stalled.holds or report is None:
         return ()
-    set_at = parse_time(stalled.get("lastTransitionTime"))
+    set_at = stalled.last_transition_time
     if set_at is not None and report.last_change <= set_at:
         return ()
     msg = f"the step moved again: step {report.step} at {rfc3339(report.last_change)}"

@@ -10,7 +10,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from multigpu_operator.api import names
-from multigpu_operator.api.status import TERMINAL, Attempt, ConditionType, JobStatus, Phase
+from multigpu_operator.api.status import (
+    TERMINAL,
+    Attempt,
+    Condition,
+    ConditionType,
+    JobStatus,
+    Phase,
+)
 from multigpu_operator.policy.attempts import brought_up_to_date
 from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
 from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
@@ -21,11 +28,11 @@ from multigpu_operator.policy.timestamps import rfc3339
 
 # Status fields that describe a wait in progress: dropped unless this pass re-sets them.
 _TRANSIENT = (
-    "unscheduledSince",
-    "belowMinSince",
-    "requeueAt",
-    "countedFailures",
-    "cannotStartSince",
+    "unscheduled_since",
+    "below_min_since",
+    "requeue_at",
+    "counted_failures",
+    "cannot_start_since",
 )
 # Derived again by every pass from the conditions it leaves.
 _DERIVED = ("reason",)
@@ -60,8 +67,7 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
     job, spec = seen.job, seen.job.spec
     current = seen.current(progress.attempt)
     running = count_pods(current).running
-    kept = {k: v for k, v in seen.previous.items() if k not in (*_TRANSIENT, *_DERIVED)}
-    status = JobStatus.read(kept).merged(decided.status)
+    status = seen.previous.without(*_TRANSIENT, *_DERIVED).merged(decided.status)
     changes = [*decided.changes, *_phase_conditions(seen, progress, phase, running)]
     # The fields this pass sets, validated and merged once (a JobStatus is validated
     # when built, and a pass runs for every change of every pod).
@@ -77,7 +83,7 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
             if seen.avoidance:
                 msg += f"; {seen.avoidance}"
             changes.append(condition(ConditionType.CREATED, True, "PodsCreated", msg))
-    conditions = Conditions(seen.previous, job.generation, rfc3339(seen.now))
+    conditions = Conditions(seen.previous, job.generation, seen.now)
     conditions.apply(changes)
     listed = conditions.as_list()
     reason = phase_reason(phase, listed)
@@ -107,11 +113,19 @@ def conclude(seen: Observed, progress: Progress, decided: Outcome, phase: Phase)
         events=tuple(conditions.events),
         entered=phase if phase != seen.previous_phase else None,
         create_pods=decided.create_pods if phase not in TERMINAL else (),
-        delete_pods=tuple(dict.fromkeys(decided.delete_pods)),
+        deletes=_with_uids(seen, decided.delete_pods),
         delete_job=decided.delete_job,
         requeue_after=min(decided.wake_after) if decided.wake_after else None,
         restarts=progress.restarted,
     )
+
+
+def _with_uids(seen: Observed, names: Sequence[str]) -> tuple[tuple[str, str | None], ...]:
+    """Each pod to delete (once) with the UID of the pod of that name this pass saw
+    (not one already gone: Observed.gone)."""
+    gone = {p["metadata"].get("uid") for p in seen.gone}
+    uids = {name_of(p): uid for p in seen.pods if (uid := p["metadata"].get("uid")) not in gone}
+    return tuple((name, uids.get(name)) for name in dict.fromkeys(names))
 
 
 def _attempts(
@@ -122,13 +136,13 @@ def _attempts(
     what the job was in before. `reason_now`: the status.reason this pass leaves."""
     finished = phase in TERMINAL
     ended = finished or phase is Phase.SUSPENDED
-    before = str(seen.previous.get("reason") or seen.previous.get("phase") or "")
+    before = str(seen.previous.reason or seen.previous.phase or "")
     reason = (reason_now or str(phase)) if ended else before
     runs = finished or phase is not Phase.SUSPENDED
     return brought_up_to_date(status, progress.attempt, seen.now, reason, ended=ended, runs=runs)
 
 
-def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
+def first_write_waits(previous: JobStatus, decision: Decision) -> bool:
     """Whether a job's first status may wait for its pods: a pass that creates the pods
     of attempt 1 of a job whose status was never written, with nothing to say but
     Pending. Counters go to the status before any pod (a crash must not lose an
@@ -137,7 +151,7 @@ def first_write_waits(previous: Mapping[str, Any], decision: Decision) -> bool:
     normal job costs two status writes, not three."""
     status = decision.status
     return (
-        not previous
+        not previous.model_fields_set
         and bool(decision.create_pods)
         and not decision.events
         and status.phase is Phase.PENDING
@@ -152,14 +166,14 @@ def counts_only(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
     return bool(changed) and changed <= COUNT_FIELDS
 
 
-def phase_reason(phase: Phase, conditions: Sequence[Mapping[str, Any]]) -> str | None:
+def phase_reason(phase: Phase, conditions: Sequence[Condition]) -> str | None:
     """status.reason: the reason of the condition that explains `phase`, like a Pod's
     status.reason; None when nothing needs explaining (pods just created)."""
-    by_type = {c["type"]: c for c in conditions}
+    by_type = {c.type: c for c in conditions}
 
     def reason(ctype: ConditionType, status: str = "True") -> str | None:
-        cond = by_type.get(ctype) or {}
-        return str(cond["reason"]) if cond.get("status") == status and cond.get("reason") else None
+        cond = by_type.get(ctype)
+        return cond.reason if cond and cond.status == status and cond.reason else None
 
     explained_by = {
         Phase.FAILED: ConditionType.FAILED,

@@ -15,12 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
-from multigpu_operator.api.status import ConditionType, JobStatus, Phase
+from multigpu_operator.api.status import ConditionType, JobStatus, Phase, RuleRestarts
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.conditions import ConditionChange, Event
 from multigpu_operator.policy.kueue_admission import Admission
 from multigpu_operator.policy.pods import attempt_of, being_deleted
-from multigpu_operator.policy.timestamps import parse_time
 from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]
@@ -33,7 +32,7 @@ class Observed:
     job: Job
     desired: DesiredState
     pods: tuple[Pod, ...]  # the job's pods as the cache has them, being deleted or not
-    previous: Mapping[str, Any]  # the status written before this pass
+    previous: JobStatus  # the status written before this pass, read once
     now: datetime
     # The cluster's nodes, trimmed (cluster/nodes.py); empty when not known.
     nodes: tuple[Mapping[str, Any], ...] = ()
@@ -61,15 +60,14 @@ class Observed:
 
     def __post_init__(self) -> None:
         live = tuple(p for p in self.pods if not being_deleted(p))
-        phase = self.previous.get("phase")
         object.__setattr__(self, "live", live)
         object.__setattr__(self, "elastic", self.job.spec.mode is Mode.ELASTIC)
-        object.__setattr__(self, "previous_phase", Phase(phase) if phase else None)
+        object.__setattr__(self, "previous_phase", self.previous.phase)
         object.__setattr__(self, "_by_attempt", tuple((attempt_of(p), p) for p in live))
 
     def had_condition(self, ctype: ConditionType) -> bool:
         """Whether the previous status has this condition, True or False."""
-        return any(c["type"] == ctype for c in self.previous.get("conditions", []))
+        return self.previous.condition(ctype) is not None
 
     def current(self, attempt: int) -> tuple[Pod, ...]:
         """Live pods of `attempt`. Elastic: every live pod up to it is a member; pods of a
@@ -102,16 +100,27 @@ class Progress:
     restarted: int = 0
 
     @classmethod
-    def from_status(cls, previous: Mapping[str, Any], now: datetime) -> Progress:
+    def from_status(cls, previous: JobStatus, now: datetime) -> Progress:
+        """The counters as the previous status left them (an empty status: attempt 1)."""
         return cls(
-            attempt=int(previous.get("attempt", 1)),
-            restarts=int(previous.get("restarts", 0)),
-            start=parse_time(previous.get("startTime")) or now,
-            infrastructure_restarts=int(previous.get("infrastructureRestarts", 0)),
-            rule_restarts=tuple(
-                (int(r["index"]), int(r["restarts"])) for r in previous.get("ruleRestarts") or []
-            ),
+            attempt=previous.attempt or 1,
+            restarts=previous.restarts or 0,
+            start=previous.start_time or now,
+            infrastructure_restarts=previous.infrastructure_restarts or 0,
+            rule_restarts=tuple((r.index, r.restarts) for r in previous.rule_restarts or ()),
         )
+
+    def restart_counters(self) -> JobStatus:
+        """The restart counters as status fields, the one conversion back (only those in
+        use: a field set to nothing would be written as null)."""
+        moved: dict[str, object] = {"restarts": self.restarts}
+        if self.infrastructure_restarts:
+            moved["infrastructure_restarts"] = self.infrastructure_restarts
+        if self.rule_restarts:
+            moved["rule_restarts"] = [
+                RuleRestarts(index=i, restarts=n) for i, n in self.rule_restarts
+            ]
+        return JobStatus.model_validate(moved)
 
 
 # The status of an outcome that sets none, shared: a pass makes a dozen outcomes, and a
@@ -177,18 +186,31 @@ class Decision:
     events: tuple[Event, ...]  # posted once the status is written
     entered: Phase | None  # the phase the job entered in this pass, if it changed
     create_pods: tuple[dict[str, Any], ...] = ()
-    delete_pods: tuple[str, ...] = ()
+    # (name, uid) of each pod to delete: the delete names that very pod (a name may
+    # already belong to a newer one).
+    deletes: tuple[tuple[str, str | None], ...] = ()
     delete_job: bool = False
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
     restarts: int = 0  # restarts decided in this pass, counted against a budget or not
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
     # The status may wait for the pods (policy/status.py first_write_waits).
     status_waits: bool = False
-    # A pass that only writes its status (a refusal accounted for: policy/refusals.py).
+    # A pass that only writes its status (a refusal accounted for: policy/refusals.py;
+    # a job that cannot be planned).
     only_status: bool = False
+    # A pass that only writes the Kueue Workload (`workload`; a job MultiKueue runs
+    # elsewhere), or nothing at all (None: another controller's job).
+    only_workload: bool = False
+    # The first pod to send as a server-side dry run, checking the template of a job
+    # that creates no pod yet (policy/template_check.py).
+    dry_run_pod: dict[str, Any] | None = None
     # Why the pass cannot finish yet (a full quota, Kueue not ready): looked at again
     # after the retry backoff.
     waiting: str = ""
+
+    @property
+    def delete_pods(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.deletes)
 
 
 @dataclass(frozen=True)

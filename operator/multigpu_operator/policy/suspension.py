@@ -36,7 +36,7 @@ def suspend(seen: Observed, progress: Progress) -> Outcome:
 
 def resume(seen: Observed, progress: Progress) -> Outcome:
     attempt = progress.attempt
-    if seen.previous.get("createdAttempt") == attempt:
+    if seen.previous.created_attempt == attempt:
         # Its pods were created: a fresh attempt, not a restart. (A job created suspended
         # starts attempt 1.)
         attempt += 1
