@@ -95,6 +95,9 @@ def decide(inputs: PassInputs) -> Decision:
     return replace(
         decision,
         status_waits=status.first_write_waits(seen.previous, decision),
+        status_held_for=status.counts_held_for(
+            seen.previous, decision.status, inputs.counts_held_since, inputs.now
+        ),
         workload=queueing.workload_change(seen, decision, inputs.workload),
         dry_run_pod=pod_to_dry_run(
             decision, desired, inputs.pods, job.generation, inputs.template_checked

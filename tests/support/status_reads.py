@@ -50,10 +50,11 @@ def string_reads(source: str) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(source)):
         key, target = _keyed(node)
+        line = getattr(node, "lineno", 0)
         if key in keys and _names_status(target):
-            found.append(f"{node.lineno}: {key}")
+            found.append(f"{line}: {key}")
         elif isinstance(node, ast.Constant) and node.value in own:
-            found.append(f"{node.lineno}: {node.value}")
+            found.append(f"{line}: {node.value}")
     return sorted(set(found), key=lambda line: (int(line.split(":")[0]), line))
 
 

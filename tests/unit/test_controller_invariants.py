@@ -18,6 +18,7 @@ from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.errors import Invalid
 from multigpu_operator.cluster.kinds import JOBS
 from multigpu_operator.controller.job_pass import JobPass
+from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.step import Decision, StatusUpdate
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
@@ -65,8 +66,10 @@ async def test_a_status_written_twice_in_one_pass_fails_a_controller_test(
 ) -> None:
     write_status = Actuator.write_status
 
-    async def twice(self: Actuator, body: dict[str, Any], job: Job, decision: Decision) -> bool:
-        written = await write_status(self, body, job, decision)
+    async def twice(
+        self: Actuator, body: dict[str, Any], inputs: PassInputs, job: Job, decision: Decision
+    ) -> bool:
+        written = await write_status(self, body, inputs, job, decision)
         again = decision.status.merged(JobStatus(reason="Again"))
         await self.status.write(body, StatusUpdate(again, (), None))
         return written

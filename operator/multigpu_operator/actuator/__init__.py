@@ -60,13 +60,12 @@ class Actuator:
         pods: PodInformer,
         services: ServiceInformer,
         kueue: KueueJobs,
-        jobs: dict[JobKey, dict[str, Any]],
         wake: Callable[[JobKey, float], None],
     ) -> None:
         self.cluster = cluster
         self.pods = pods
         self.services = services
-        self.status = StatusWrites(cluster, jobs, wake)
+        self.status = StatusWrites(cluster, wake)
         self.templates = TemplateChecks(cluster)  # dry runs of templates
         self.workloads = WorkloadWrites(cluster, kueue)
         self._wake = wake
@@ -92,7 +91,7 @@ class Actuator:
             return
         try:
             await self.check_template(job, decision)
-            written = await self.write_status(body, job, decision)
+            written = await self.write_status(body, inputs, job, decision)
         except Refused as refused:
             # The next pass starts from the status this one did not write.
             raise Refused(replace(refused.refusal, unwritten=decision.status)) from refused
@@ -117,14 +116,20 @@ class Actuator:
         if refused is not None:
             raise Refused(refusal(job.ref.uid, "PodTemplate", refused))
 
-    async def write_status(self, body: dict[str, Any], job: Job, decision: Decision) -> bool:
+    async def write_status(
+        self, body: dict[str, Any], inputs: PassInputs, job: Job, decision: Decision
+    ) -> bool:
         """Counters first: once the status says "attempt 3", a crash cannot make it 2
         again. False: the job changed meanwhile, the pass ends."""
         if decision.status_waits:
             return True
+        if decision.status_held_for:
+            key = (job.ref.namespace, job.ref.name)
+            self.status.hold(key, inputs.now, decision.status_held_for)
+            return True
         update = StatusUpdate(decision.status, decision.events, decision.entered)
         try:
-            written = await self.status.write(body, update, hold=True)
+            written = await self.status.write(body, update)
         except Invalid as err:
             raise Refused(Refusal(job.ref.uid, "Status", err.message, invalid=True)) from err
         if written and decision.restarts:

@@ -3,8 +3,10 @@
 A status write is conditional on the job's resourceVersion (a conflict looks at the job
 again soon, as the watch brings the newer version) and sent with strict field
 validation: a field the CRD does not declare is refused, never dropped. Events are
-posted only after the write succeeded, in the background; a status that only changes
-pod counts is held back for a few seconds (policy/status.py `counts_only`).
+posted only after the write succeeded, in the background. A pass whose status only
+changes pod counts holds its write back (policy/status.py `counts_held_for`); since when
+one is held is remembered here and is the next pass's input. The written job is handed
+back: the controller's cache takes it (controller/workers.py).
 """
 
 from __future__ import annotations
@@ -28,9 +30,7 @@ from multigpu_operator.cluster.events import event_body
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.kinds import EVENTS, JOBS
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.objects import older
 from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS, counts_only
 from multigpu_operator.policy.step import StatusUpdate
 
 log = logging.getLogger(__name__)
@@ -41,20 +41,24 @@ CONFLICT_RETRY_SECONDS = 1.0
 
 
 class StatusWrites:
-    def __init__(
-        self,
-        cluster: Cluster,
-        jobs: dict[JobKey, dict[str, Any]],
-        wake: Callable[[JobKey, float], None],
-    ) -> None:
+    def __init__(self, cluster: Cluster, wake: Callable[[JobKey, float], None]) -> None:
         self.cluster = cluster
-        self.jobs = jobs  # the controller's cache: a write's newer version replaces its entry
         self._wake = wake
         self._background: set[asyncio.Task[None]] = set()
-        self._counts_since: dict[JobKey, float] = {}  # loop time pod counts were first held
+        self._counts_since: dict[JobKey, datetime] = {}  # when pod counts were first held
 
     def forget(self, key: JobKey) -> None:
         self._counts_since.pop(key, None)
+
+    def counts_held_since(self, key: JobKey) -> datetime | None:
+        """Since when a write of the job's pod counts has been held back (a pass's input)."""
+        return self._counts_since.get(key)
+
+    def hold(self, key: JobKey, now: datetime, seconds: float) -> None:
+        """The pass held its write back for `seconds`: a timer writes it then, unless a
+        write of something else takes the counts along first."""
+        self._counts_since.setdefault(key, now)
+        self._wake(key, seconds)
 
     async def stop(self) -> None:
         for task in self._background:
@@ -83,33 +87,16 @@ class StatusWrites:
                     "could not post event %s on %s: %s", event.reason, meta["name"], err.message
                 )
 
-    def counts_held(
-        self, key: JobKey, previous: Mapping[str, Any], status: Mapping[str, Any]
-    ) -> bool:
-        """Whether to hold back a status write that only changes pod counts: written at
-        most every COUNTS_WRITE_SECONDS (a timer writes the held counts then, unless a
-        write of something else took them along first)."""
-        if not counts_only(previous, status):
-            return False
-        now = asyncio.get_running_loop().time()
-        since = self._counts_since.setdefault(key, now)
-        if now - since >= COUNTS_WRITE_SECONDS:
-            return False
-        self._wake(key, since + COUNTS_WRITE_SECONDS - now)
-        return True
-
-    async def write(self, body: dict[str, Any], update: StatusUpdate, hold: bool = False) -> bool:
-        """Write the status if it changed (with `hold`, unless only pod counts changed);
-        False if the job changed meanwhile (the watch brings the newer version, which is
-        reconciled instead)."""
+    async def write(self, body: dict[str, Any], update: StatusUpdate) -> bool:
+        """Write the status if it changed; False if the job changed meanwhile (the watch
+        brings the newer version, which is reconciled instead). `body` becomes the job as
+        written."""
         previous = body.get("status") or {}
         status = update.status.as_api()  # the one place a status becomes the API's JSON
         if status == previous:
             return True
         meta = body["metadata"]
         key = (meta["namespace"], meta["name"])
-        if hold and self.counts_held(key, previous, status):
-            return True
         patch = merge_patch(previous, status)
         try:
             updated = await self.cluster.patch(
@@ -121,10 +108,6 @@ class StatusWrites:
         self._counts_since.pop(key, None)
         body["status"] = status
         body["metadata"] = {**meta, "resourceVersion": updated["metadata"]["resourceVersion"]}
-        cached = self.jobs.get(key)
-        if cached is not None and older(cached, body):
-            # The watch replaced the cached job meanwhile: the next pass starts from this write.
-            self.jobs[key] = body
         if update.events:
             # Events are informational: posting them must not hold up the next reconcile.
             self._spawn(self._post_events(dict(body), update.events))

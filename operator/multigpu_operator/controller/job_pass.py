@@ -96,6 +96,7 @@ class JobPass:
             workload=workload,
             training=self.progress.report(key) if self.progress is not None else None,
             template_checked=self.actuator.templates.checked(uid),
+            counts_held_since=self.actuator.status.counts_held_since(key),
         )
 
     def _queued(self, job: Job) -> bool:

@@ -88,9 +88,7 @@ class Controller:
         self.plans = PlanCache()
         # What the API server refused in each job's last pass: the next pass's input.
         self.refusals: dict[JobKey, Refusal] = {}
-        self.actuator = Actuator(
-            cluster, self.informer, self.services, self.kueue, self.jobs, self._wake
-        )
+        self.actuator = Actuator(cluster, self.informer, self.services, self.kueue, self._wake)
         # What the jobs' processes report (read by the leader alone: it acts on it).
         self._reader = reader or ProcessMetrics()
         self.progress = ProgressBoard(
@@ -236,6 +234,15 @@ class Controller:
             # the namespace is being deleted (the job goes with it).
             log.info("%s/%s is gone or going (%s); forgetting it", *key, err.message)
             self._forget(key, body["metadata"].get("uid", ""))
+        finally:
+            self._keep_written(key, body)
+
+    def _keep_written(self, key: JobKey, body: dict[str, Any]) -> None:
+        """The pass's status write made `body` the job as written: if the watch replaced
+        the cached job meanwhile with an older version, the next pass starts from this."""
+        cached = self.jobs.get(key)
+        if cached is not None and cached is not body and older(cached, body):
+            self.jobs[key] = body
 
     def _wake(self, key: JobKey, delay: float) -> None:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""

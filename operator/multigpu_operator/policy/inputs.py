@@ -47,3 +47,6 @@ class PassInputs:
     # The generation whose pod template the server last accepted (a dry run or the
     # pods' creates); None: none yet, as far as this operator knows.
     template_checked: int | None = None
+    # Since when a status write that only changed pod counts has been held back (None:
+    # none is): policy/status.py counts_held_for.
+    counts_held_since: datetime | None = None

@@ -6,7 +6,8 @@ docs/lifecycle.md describes phases and conditions for users.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api import names
@@ -160,10 +161,24 @@ def first_write_waits(previous: JobStatus, decision: Decision) -> bool:
     )
 
 
-def counts_only(previous: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+def counts_only(previous: JobStatus, status: JobStatus) -> bool:
     """Whether `status` differs from `previous` only in the pod counts."""
-    changed = {k for k in {*previous, *status} if previous.get(k) != status.get(k)}
+    fields = previous.model_fields_set | status.model_fields_set
+    changed = {f for f in fields if getattr(previous, f) != getattr(status, f)}
     return bool(changed) and changed <= COUNT_FIELDS
+
+
+def counts_held_for(
+    previous: JobStatus, status: JobStatus, held_since: datetime | None, now: datetime
+) -> float:
+    """Seconds to hold back the write of `status`, 0 to write it now: a status that only
+    changes pod counts is written at most every COUNTS_WRITE_SECONDS from when such a
+    write was first held (`held_since`; None: none is held), any other change at once,
+    taking the latest counts along."""
+    if not counts_only(previous, status):
+        return 0.0
+    since = held_since or now
+    return max((since - now).total_seconds() + COUNTS_WRITE_SECONDS, 0.0)
 
 
 def phase_reason(phase: Phase, conditions: Sequence[Condition]) -> str | None:

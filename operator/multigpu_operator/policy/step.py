@@ -195,6 +195,9 @@ class Decision:
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
     # The status may wait for the pods (policy/status.py first_write_waits).
     status_waits: bool = False
+    # Seconds the status write is held back, a change of pod counts alone (0: not held;
+    # policy/status.py counts_held_for).
+    status_held_for: float = 0.0
     # A pass that only writes its status (a refusal accounted for: policy/refusals.py;
     # a job that cannot be planned).
     only_status: bool = False
