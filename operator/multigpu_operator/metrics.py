@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from multigpu_operator.api.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.timestamps import parse_time
+from multigpu_operator.policy.kube.timestamps import parse_time
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ again. docs/lifecycle.md describes these rules for users.
 
 The pass is the ordered list of steps below, each a pure function in policy/ that
 returns an Outcome; the outcomes are merged in order, the first one that stops the pass
-ends it, and the status is built once, at the end (policy/status.py); a refusal of the
-last pass by the API server turns into the status here too (policy/refusals.py).
+ends it, and the status is built once, at the end (policy/steps/status.py); a refusal of the
+last pass by the API server turns into the status here too (policy/steps/refusals.py).
 
 Level-triggered: the result depends only on what exists now and on the status written
 before, never on what the operator remembers, so a restart at any point finishes what
@@ -27,7 +27,11 @@ from multigpu_operator.api.base import field_errors
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
-from multigpu_operator.policy import (
+from multigpu_operator.policy.failures.avoidance import avoiding
+from multigpu_operator.policy.failures.fail import invalid_job
+from multigpu_operator.policy.inputs import PassInputs
+from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
+from multigpu_operator.policy.steps import (
     cleanup,
     containers,
     create,
@@ -41,15 +45,14 @@ from multigpu_operator.policy import (
     status,
     suspension,
 )
-from multigpu_operator.policy.avoidance import avoiding
-from multigpu_operator.policy.fail import invalid_job
-from multigpu_operator.policy.inputs import PassInputs
-from multigpu_operator.policy.progress import published_progress
-from multigpu_operator.policy.queueing import dispatched_workload_change, multikueue_dispatched
-from multigpu_operator.policy.refusals import after_refusal
-from multigpu_operator.policy.restarts import unjudged_gone
-from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
-from multigpu_operator.policy.template_check import pod_to_dry_run
+from multigpu_operator.policy.steps.progress import published_progress
+from multigpu_operator.policy.steps.queueing import (
+    dispatched_workload_change,
+    multikueue_dispatched,
+)
+from multigpu_operator.policy.steps.refusals import after_refusal
+from multigpu_operator.policy.steps.restarts import unjudged_gone
+from multigpu_operator.policy.steps.template_check import pod_to_dry_run
 
 Step = Callable[[Observed, Progress], Outcome]
 

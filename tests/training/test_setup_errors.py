@@ -255,7 +255,7 @@ def test_entrypoint_exits_with_the_message(
     termination_log.touch()  # the kubelet creates it; the trainer fills it
     env = procs.clean_env({**environ, "MGJ_TERMINATION_LOG": str(termination_log)})
     done = procs.run(module, [], env, timeout=90)
-    # A code of its own, which the operator does not retry (policy/failures.py).
+    # A code of its own, which the operator does not retry (policy/failures/failed_pods.py).
     assert done.returncode == SETUP_ERROR_EXIT_CODE == 78, done.output[-3000:]
     last_line = done.output.strip().splitlines()[-1]
     assert last_line.startswith("multigpu_train.errors.SetupError: "), done.output[-3000:]

@@ -13,7 +13,7 @@ import pytest
 from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.cluster import kinds
 from multigpu_operator.cluster.informer import PodInformer
-from multigpu_operator.policy.status import COUNTS_WRITE_SECONDS
+from multigpu_operator.policy.steps.status import COUNTS_WRITE_SECONDS
 from support.controller_run import ddp_spec, running_controller
 from support.fake_cluster import FakeCluster
 
@@ -77,7 +77,7 @@ async def test_a_suspended_job_costs_one_dry_run_and_one_status_write_per_genera
     assert cluster.status("train")["phase"] == "Suspended"
     calls = writes(cluster)
     # One request more than before: its first pod sent as a dry run, so that a misspelt
-    # template field fails it now rather than when it is resumed (policy/template_check.py);
+    # template field fails it now rather than when it is resumed (policy/steps/template_check.py);
     # once per generation, never per pass. A job that creates its pods at once, as above,
     # pays nothing: the creates are the check.
     assert (

@@ -27,7 +27,7 @@ def test_architecture_lists_every_step_in_order() -> None:
 def test_lifecycle_names_the_step_modules_in_order() -> None:
     text = (ROOT / "docs/lifecycle.md").read_text()
     # "... one module per rule in `operator/multigpu_operator/policy/` (`cleanup`, ...)"
-    listed = re.search(r"policy/` \((.*?)\)\.\n", text, re.DOTALL)
+    listed = re.search(r"policy/steps/` \((.*?)\)\.\n", text, re.DOTALL)
     assert listed
     modules = {step.split(".")[0] for step in _steps()}
     named = [m for m in re.findall(r"`(\w+)`", listed.group(1)) if m in modules]

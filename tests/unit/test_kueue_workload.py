@@ -1,5 +1,5 @@
 """A queued job's Kueue Workload (plan/workload.py) and its standing in Kueue, read from the
-Workload (policy/kueue_admission.py): pure, table-driven."""
+Workload (policy/kube/kueue_admission.py): pure, table-driven."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from multigpu_operator.plan.workload import (
     build_workload,
     workload_name,
 )
-from multigpu_operator.policy.kueue_admission import Admission, Queued, admission_of
+from multigpu_operator.policy.kube.kueue_admission import Admission, Queued, admission_of
 
 FLAVORS: dict[str, dict[str, Any]] = {
     "h100": {

@@ -262,7 +262,7 @@ def test_own_shm_mount_is_kept_when_shm_size_is_zero() -> None:
 
 
 def test_a_queued_job_s_pods_are_no_kueue_pod_group() -> None:
-    # Kueue admits the job through its Workload (policy/queueing.py); pods labelled as a
+    # Kueue admits the job through its Workload (policy/steps/queueing.py); pods labelled as a
     # pod group would be queued a second time by Kueue's pod integration.
     queued = Job.from_object(
         {

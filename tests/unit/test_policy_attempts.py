@@ -9,8 +9,8 @@ import pytest
 
 from multigpu_operator.api.limits import MAX_FAILED_PODS_KEPT
 from multigpu_operator.api.status import JobStatus
-from multigpu_operator.policy.attempts import brought_up_to_date, ended
-from multigpu_operator.policy.failures import Failure
+from multigpu_operator.policy.failures.attempts import brought_up_to_date, ended
+from multigpu_operator.policy.failures.failed_pods import Failure
 from support.lifecycle import JobRun, job_object
 from support.policy import at, stamp
 

@@ -10,9 +10,9 @@ import pytest
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.limits import MAX_AVOIDED_NODES
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.avoidance import avoided_after, avoiding, kept_off
-from multigpu_operator.policy.failures import Failure
-from multigpu_operator.policy.faults import Diagnosis
+from multigpu_operator.policy.failures.avoidance import avoided_after, avoiding, kept_off
+from multigpu_operator.policy.failures.failed_pods import Failure
+from multigpu_operator.policy.failures.faults import Diagnosis
 from support.policy import gpu_node, job
 
 NOT_IN = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["gpu-node-0"]}

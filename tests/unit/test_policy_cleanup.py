@@ -8,7 +8,7 @@ import pytest
 
 from multigpu_operator.api.limits import MAX_JOB_SECONDS
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.cleanup import after_finish, stay_finished
+from multigpu_operator.policy.steps.cleanup import after_finish, stay_finished
 from support.policy import job, observed, pod, progress, stamp
 
 PODS = [

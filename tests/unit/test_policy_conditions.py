@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import ConditionType, JobStatus
-from multigpu_operator.policy.conditions import (
+from multigpu_operator.policy.kube.conditions import (
     ConditionChange,
     Conditions,
     Event,
     cleared,
     condition,
 )
-from multigpu_operator.policy.timestamps import parse_time
+from multigpu_operator.policy.kube.timestamps import parse_time
 from support.policy import written
 
 NOW = "2026-11-22T10:00:00Z"

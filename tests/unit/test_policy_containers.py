@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import ConditionType, JobStatus
-from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.containers import (
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import Event, condition
+from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.containers import (
     STARTING,
     ContainerProblem,
     container_problems,
     container_states,
     summary,
 )
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.step import Outcome
 from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
 
 RUNNING = ConditionType.RUNNING
@@ -278,7 +278,7 @@ ELASTIC_PULL = 'pod job-2 (replica 2) container trainer: ErrImagePull (image "no
     ],
 )
 def test_an_elastic_job_that_trains_is_not_held_up(running_message: str, outcome: Outcome) -> None:
-    """At least minReplicas pods run: no timer, no failure; policy/status.py puts the
+    """At least minReplicas pods run: no timer, no failure; policy/steps/status.py puts the
     problem in the Running condition's message."""
     previous = {"conditions": [{**written(RUNNING), "message": running_message}]}
     pods = [*running(0, 1), waiting(2, "ErrImagePull")]

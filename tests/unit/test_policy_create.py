@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.policy.create import missing_pods
+from multigpu_operator.policy.steps.create import missing_pods
 from support.policy import job, observed, pod, progress
 
 

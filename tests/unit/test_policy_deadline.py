@@ -6,8 +6,8 @@ import pytest
 
 from multigpu_operator.api.limits import MAX_JOB_SECONDS
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.deadline import active_deadline
-from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.steps.deadline import active_deadline
 from support.policy import job, observed, progress
 
 

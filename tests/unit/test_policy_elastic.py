@@ -8,10 +8,10 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, JobStatus
-from multigpu_operator.policy.conditions import Event, cleared
-from multigpu_operator.policy.elastic import elastic_size
-from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import Event, cleared
 from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.elastic import elastic_size
 from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
 
 HAS_RUN = {"conditions": [written("Running", True, "PodsRunning")]}

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import Event, cleared, condition
-from multigpu_operator.policy.fail import fail, invalid_job
+from multigpu_operator.policy.failures.fail import fail, invalid_job
+from multigpu_operator.policy.kube.conditions import Event, cleared, condition
 from support.policy import at, stamp, written
 
 C = ConditionType

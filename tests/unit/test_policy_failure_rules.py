@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.failure_policy import FailureAction, Fault
-from multigpu_operator.policy.failure_rules import (
+from multigpu_operator.policy.failures.failed_pods import Failure
+from multigpu_operator.policy.failures.faults import Diagnosis
+from multigpu_operator.policy.failures.rules import (
     BACKOFF_RULE,
     INFRASTRUCTURE_RULE,
     RESTART_POLICY_RULE,
     judge,
 )
-from multigpu_operator.policy.failures import Failure
-from multigpu_operator.policy.faults import Diagnosis
 from multigpu_operator.policy.step import Progress
 from support.policy import job, progress
 

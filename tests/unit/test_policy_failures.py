@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.policy.failures import Failure, failures, lost_pod
+from multigpu_operator.policy.failures.failed_pods import Failure, failures, lost_pod
 from support.policy import pod
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.failure_policy import Fault
-from multigpu_operator.policy.failures import failures
-from multigpu_operator.policy.faults import Diagnosis, diagnose
+from multigpu_operator.policy.failures.failed_pods import failures
+from multigpu_operator.policy.failures.faults import Diagnosis, diagnose
 from support.policy import gpu_node, pod
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.fit import NoFit, copies_that_fit, never_fits, pod_requests
+from multigpu_operator.policy.kube.fit import NoFit, copies_that_fit, never_fits, pod_requests
 from support.policy import job
 
 H100 = "NVIDIA-H100-80GB-HBM3"

@@ -11,10 +11,10 @@ import pytest
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
 from multigpu_operator.plan import plan_job
-from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.gang import NO_NODE_FITS, Scheduling, gang_start, scheduling
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import Event, condition
 from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.gang import NO_NODE_FITS, Scheduling, gang_start, scheduling
 from support.policy import (
     GPU_SHORTAGE,
     elastic_job,

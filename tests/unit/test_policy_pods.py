@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.policy.pods import (
+from multigpu_operator.policy.kube.pods import (
     ObservedPodCounts,
     attempt_of,
     count_pods,

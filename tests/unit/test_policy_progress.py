@@ -1,5 +1,5 @@
 """status.progress from the processes' report: what is derived, and when it is written
-(policy/progress.py, pure)."""
+(policy/steps/progress.py, pure)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.progress import eta_text, job_progress, published_progress
+from multigpu_operator.policy.steps.progress import eta_text, job_progress, published_progress
 from multigpu_operator.policy.training import TrainingReport
 from support.policy import at, observed, stamp
 from support.status_schema import status_problems

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 from kubernetes.utils.quantity import parse_quantity as client_parse_quantity
 
-from multigpu_operator.policy.quantity import format_quantity, parse_quantity
+from multigpu_operator.policy.kube.quantity import format_quantity, parse_quantity
 
 QUANTITIES = [
     "0",

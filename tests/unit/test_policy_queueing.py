@@ -1,4 +1,4 @@
-"""Admission by Kueue (policy/queueing.py): a queued job's life through decide(), with
+"""Admission by Kueue (policy/steps/queueing.py): a queued job's life through decide(), with
 the Workload's status written by the test as Kueue writes it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import Job
-from multigpu_operator.policy.kueue_admission import admission_of
+from multigpu_operator.policy.kube.kueue_admission import admission_of
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.reconcile import decide
 from support.lifecycle import T0

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import JobStatus, Phase
-from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.refusals import Refusal, Refused, after_refusal
+from multigpu_operator.policy.kube.conditions import Event
 from multigpu_operator.policy.step import Decision
+from multigpu_operator.policy.steps.refusals import Refusal, Refused, after_refusal
 from support.policy import at, stamp, written
 
 RUNNING = {

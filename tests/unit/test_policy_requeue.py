@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import JobStatus, Phase
-from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.requeue import wait_to_requeue
+from multigpu_operator.policy.kube.conditions import Event
 from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.requeue import wait_to_requeue
 from support.policy import observed, pod, progress, stamp
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.conditions import ConditionChange
-from multigpu_operator.policy.restarts import failures_and_restarts
+from multigpu_operator.policy.kube.conditions import ConditionChange
 from multigpu_operator.policy.step import Outcome, Progress
+from multigpu_operator.policy.steps.restarts import failures_and_restarts
 from support.policy import elastic_job, job, observed, pod, progress, running
 
 CREATED = {"attempt": 1, "createdAttempt": 1}

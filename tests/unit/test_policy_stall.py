@@ -1,5 +1,5 @@
 """The stall watchdog, spec.runPolicy.stall: the deadline, when a job is stalled, the
-ranks named and each action (policy/stall.py, pure)."""
+ranks named and each action (policy/steps/stall.py, pure)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from multigpu_operator.api.stall import StallPolicy
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import ConditionChange
-from multigpu_operator.policy.stall import stall_deadline, stall_watchdog
-from multigpu_operator.policy.stall_ranks import describe, stopped
+from multigpu_operator.policy.kube.conditions import ConditionChange
 from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.stall import stall_deadline, stall_watchdog
+from multigpu_operator.policy.steps.stall_ranks import describe, stopped
 from multigpu_operator.policy.training import ProcessReport, TrainingReport
 from support.policy import at, elastic_job, job, observed, pod, progress, running, stamp, written
 

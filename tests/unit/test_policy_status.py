@@ -9,9 +9,9 @@ import pytest
 
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import Condition, ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import Event, condition
-from multigpu_operator.policy.status import conclude, phase_of, phase_reason
+from multigpu_operator.policy.kube.conditions import Event, condition
 from multigpu_operator.policy.step import Outcome
+from multigpu_operator.policy.steps.status import conclude, phase_of, phase_reason
 from support.policy import elastic_job, job, observed, pod, progress, running, stamp, written
 
 
@@ -200,7 +200,7 @@ def test_conclude_merges_what_the_steps_decided() -> None:
         "attempt": 2,
         "restarts": 3,
         "worldSize": 2,
-        # The current attempt, open from this pass (policy/attempts.py).
+        # The current attempt, open from this pass (policy/failures/attempts.py).
         "attempts": [{"attempt": 2, "startTime": stamp(10)}],
     }
     assert decision.events == (Event("Normal", "Requeued", "m"),)

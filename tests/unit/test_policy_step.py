@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import Event, condition
+from multigpu_operator.policy.kube.conditions import Event, condition
 from multigpu_operator.policy.step import Outcome, Progress, merged
 from support.policy import T0, at, elastic_job, job, observed, pod, progress
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from multigpu_operator.api.status import ConditionType, Phase
-from multigpu_operator.policy.conditions import Event, cleared, condition
+from multigpu_operator.policy.kube.conditions import Event, cleared, condition
 from multigpu_operator.policy.step import Outcome
-from multigpu_operator.policy.suspension import suspend_or_resume
+from multigpu_operator.policy.steps.suspension import suspend_or_resume
 from support.policy import at, job, observed, pod, progress
 
 SUSPENDED = "spec.suspend is true: the job's pods are deleted until it is resumed"

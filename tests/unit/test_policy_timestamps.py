@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.kube.timestamps import parse_time, rfc3339
 
 MOMENT = datetime(2026, 11, 22, 10, 0, 5, tzinfo=UTC)
 

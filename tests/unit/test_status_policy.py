@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from multigpu_operator.policy.failures import first_failure
-from multigpu_operator.policy.pods import count_pods
+from multigpu_operator.policy.failures.failed_pods import first_failure
+from multigpu_operator.policy.kube.pods import count_pods
 
 NOW = "2026-11-22T10:00:00Z"
 

@@ -4,7 +4,7 @@ It carries out a Decision (policy/step.py) as a fixed order of named steps: chec
 pod template (a dry run, when no pod is created), write the status (counters before any
 pod is touched), delete pods, ensure the headless Service, create pods, sync the Kueue
 Workload, delete the job, requeue. A step the server refuses ends the pass with
-`Refused`: the refusal is the job's next pass's input (policy/refusals.py), never a
+`Refused`: the refusal is the job's next pass's input (policy/steps/refusals.py), never a
 status built here. Nothing here decides what to do; only how to do it.
 """
 
@@ -34,8 +34,8 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.inputs import PassInputs
-from multigpu_operator.policy.refusals import Refusal
 from multigpu_operator.policy.step import Decision, StatusUpdate, WorkloadChange
+from multigpu_operator.policy.steps.refusals import Refusal
 
 log = logging.getLogger(__name__)
 

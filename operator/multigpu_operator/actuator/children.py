@@ -2,10 +2,10 @@
 
 A child the server refuses is the job's to fix (validation, admission) or something to
 wait for (a full quota, a ServiceAccount not there yet): it is recorded as a Refusal
-that the next pass turns into the job's status (policy/refusals.py). What is not the
+that the next pass turns into the job's status (policy/steps/refusals.py). What is not the
 job's doing (an outage, the operator's RBAC, the namespace going) is raised. A job that
 creates no pods yet has its template checked by a dry run of its first pod instead
-(policy/template_check.py).
+(policy/steps/template_check.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from multigpu_operator.cluster.errors import (
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.policy.refusals import Refusal, Refused
 from multigpu_operator.policy.step import Decision
+from multigpu_operator.policy.steps.refusals import Refusal, Refused
 
 # Pods are created this many at a time, and no more batches once one is refused: a job
 # of thousands of pods whose template the server rejects costs one batch of requests.

@@ -1,4 +1,4 @@
-"""The actuator's writes of queued jobs' Kueue Workloads (policy/queueing.py decides
+"""The actuator's writes of queued jobs' Kueue Workloads (policy/steps/queueing.py decides
 them): create, patch the status, drop Kueue's finalizer."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass, build_workload
-from multigpu_operator.policy.queueing import (
+from multigpu_operator.policy.step import WorkloadChange
+from multigpu_operator.policy.steps.queueing import (
     holds_quota,
     priority_class_missing,
     release_after_delete,
     workload_waits,
 )
-from multigpu_operator.policy.step import WorkloadChange
 
 log = logging.getLogger(__name__)
 

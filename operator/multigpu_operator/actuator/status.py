@@ -4,7 +4,7 @@ A status write is conditional on the job's resourceVersion (a conflict looks at 
 again soon, as the watch brings the newer version) and sent with strict field
 validation: a field the CRD does not declare is refused, never dropped. Events are
 posted only after the write succeeded, in the background. A pass whose status only
-changes pod counts holds its write back (policy/status.py `counts_held_for`); since when
+changes pod counts holds its write back (policy/steps/status.py `counts_held_for`); since when
 one is held is remembered here and is the next pass's input. The written job is handed
 back: the controller's cache takes it (controller/workers.py).
 """
@@ -30,7 +30,7 @@ from multigpu_operator.cluster.events import event_body
 from multigpu_operator.cluster.informer import JobKey
 from multigpu_operator.cluster.kinds import EVENTS, JOBS
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.policy.conditions import Event
+from multigpu_operator.policy.kube.conditions import Event
 from multigpu_operator.policy.step import StatusUpdate
 
 log = logging.getLogger(__name__)

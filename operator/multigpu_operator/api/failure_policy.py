@@ -4,7 +4,7 @@ JobSet's failure policy and the Job API's podFailurePolicy do, applied to the wh
 The rules are tried in order and the first that matches a failure decides it; a failure
 no rule matches is decided by the default rules (spec.runPolicy's restartPolicy,
 backoffLimit and infrastructureRetries), so a job without rules behaves as it always did.
-policy/failure_rules.py applies them; CEL (api/rules.py) refuses rules that are empty
+policy/failures/rules.py applies them; CEL (api/rules.py) refuses rules that are empty
 or contradict themselves.
 """
 
@@ -36,7 +36,7 @@ class FailureAction(enum.StrEnum):
 
 class Fault(enum.StrEnum):
     """What ended a pod from outside it: the infrastructure, not the training code
-    (policy/faults.py tells them apart)."""
+    (policy/failures/faults.py tells them apart)."""
 
     NODE_LOST = "NodeLost"  # its node became unreachable or not ready, or was removed
     EVICTED = "Evicted"  # evicted by the kubelet (node pressure) or the Eviction API (drain)

@@ -1,5 +1,5 @@
 """status.progress: how far the job's training has got, as its processes last reported
-it (policy/progress.py fills it from policy/training.py's report).
+it (policy/steps/progress.py fills it from policy/training.py's report).
 
 Small on purpose: it is refreshed while the job runs (at most every
 PROGRESS_READ_SECONDS per job, under the operator's budget of status writes), and

@@ -269,7 +269,7 @@ class Job:
     spec: JobSpec
     generation: int = 1
     # The job's Kueue labels: the LocalQueue it waits in (None: not queued in Kueue) and
-    # its WorkloadPriorityClass (policy/queueing.py).
+    # its WorkloadPriorityClass (policy/steps/queueing.py).
     queue_name: str | None = None
     priority_class: str | None = None
     # Set by MultiKueue on the copy it creates in a worker cluster: the Workload it made

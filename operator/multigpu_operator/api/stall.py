@@ -1,6 +1,6 @@
 """spec.runPolicy.stall: the stall watchdog. A job whose training step stands still
 while every pod runs is stalled (a hung collective, a dead data loader); the operator
-names the ranks that stopped and acts (policy/stall.py)."""
+names the ranks that stopped and acts (policy/steps/stall.py)."""
 
 from __future__ import annotations
 

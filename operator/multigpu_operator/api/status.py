@@ -2,7 +2,7 @@
 
 Phases and condition types are API: users, kubectl columns, dashboards and alert rules read
 them, so every layer above imports them from here. `JobStatus` is both the CRD's status
-schema (what `kubectl explain` shows) and what a reconcile pass produces (policy/status.py
+schema (what `kubectl explain` shows) and what a reconcile pass produces (policy/steps/status.py
 builds it); a field it does not declare is an error, in the operator and, with strict
 field validation, at the API server.
 """

@@ -34,7 +34,7 @@ def event_body(
         "kind": "Event",
         "metadata": {"name": event_name(meta["name"], uuid.uuid4().hex[:_SUFFIX_CHARS])},
         # eventTime is a MicroTime: the API server requires the six fraction digits that
-        # the status timestamps (policy/timestamps.py, whole seconds) do not have.
+        # the status timestamps (policy/kube/timestamps.py, whole seconds) do not have.
         "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": f"{GROUP}/operator",
         "reportingInstance": instance[:FIELD_MAX_CHARS],

@@ -24,7 +24,7 @@ from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
-from multigpu_operator.policy.faults import disruption
+from multigpu_operator.policy.failures.faults import disruption
 
 JobKey = tuple[str, str]  # (namespace, job name)
 V = TypeVar("V")

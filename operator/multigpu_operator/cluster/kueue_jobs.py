@@ -1,5 +1,5 @@
 """Queued jobs' Workloads as read (the reads of Kueue admission; the decisions are
-policy/queueing.py's, the writes the actuator's: actuator/kueue.py).
+policy/steps/queueing.py's, the writes the actuator's: actuator/kueue.py).
 
 MGJ_KUEUE says whether jobs labelled `kueue.x-k8s.io/queue-name` are queued in Kueue:
 `auto` (the default) when Kueue's Workload API is served at start-up, `on` always (a

@@ -1,4 +1,4 @@
-"""The cluster's nodes as the fit check (policy/fit.py) reads them, kept by a Reflector
+"""The cluster's nodes as the fit check (policy/kube/fit.py) reads them, kept by a Reflector
 (cluster/reflector.py).
 
 Every node is listed (there is no label to select on: any node may be the one a pod

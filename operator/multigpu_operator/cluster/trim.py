@@ -30,7 +30,7 @@ _POD_META = (
 )
 _POD_STATUS = ("phase", "reason", "message", "podIP", "startTime")
 _CONDITION = ("type", "status", "reason", "message")
-# allocatedResourcesStatus: the health of the devices it was given (policy/faults.py).
+# allocatedResourcesStatus: the health of the devices it was given (policy/failures/faults.py).
 _CONTAINER_STATUS = ("name", "image", "state", "allocatedResourcesStatus")
 
 
@@ -96,7 +96,7 @@ def _pick(obj: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 def _scheduling(pod: Mapping[str, Any]) -> dict[str, Any]:
     """What the scheduler fits a pod by, as admission left it (LimitRange defaults, a
-    webhook's tolerations, a RuntimeClass's overhead): policy/fit.py reads it."""
+    webhook's tolerations, a RuntimeClass's overhead): policy/kube/fit.py reads it."""
     spec = pod.get("spec") or {}
     kept: dict[str, Any] = {
         k: spec[k] for k in ("nodeSelector", "tolerations", "overhead") if k in spec

@@ -45,7 +45,7 @@ _KEPT_METADATA = (
 
 
 def trim_workload(workload: Mapping[str, Any]) -> dict[str, Any]:
-    """Keep what policy/kueue_admission.py and the Workload writes read."""
+    """Keep what policy/kube/kueue_admission.py and the Workload writes read."""
     meta = workload["metadata"]
     return {
         "metadata": {k: meta[k] for k in _KEPT_METADATA if k in meta},

@@ -24,9 +24,9 @@ from multigpu_operator.controller.plan_cache import PlanCache, offload
 from multigpu_operator.controller.progress_board import ProgressBoard
 from multigpu_operator.objects import managed_here, owned_by
 from multigpu_operator.policy.inputs import PassInputs
-from multigpu_operator.policy.kueue_admission import admission_of
-from multigpu_operator.policy.queueing import queued_in_kueue
-from multigpu_operator.policy.refusals import Refusal
+from multigpu_operator.policy.kube.kueue_admission import admission_of
+from multigpu_operator.policy.steps.queueing import queued_in_kueue
+from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.reconcile import decide
 
 

@@ -30,7 +30,7 @@ from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.controller.plan_cache import PlanCache
 from multigpu_operator.plan.env import metrics_port
 from multigpu_operator.policy import training as gauges
-from multigpu_operator.policy.pods import attempt_of, being_deleted, replica_index
+from multigpu_operator.policy.kube.pods import attempt_of, being_deleted, replica_index
 from multigpu_operator.policy.training import (
     PROGRESS_READ_SECONDS,
     ProcessReport,

@@ -12,7 +12,7 @@ fails only with cluster/errors.py's errors: tests run it against an in-memory fa
 Expected answers of the API server are not errors. A job gone (404) or whose namespace
 is being deleted is forgotten; a conflict is looked at again; a child refused by
 validation or admission is recorded here (`refusals`) and the next pass fails the job
-naming the field (policy/refusals.py); one refused by a full quota or a
+naming the field (policy/steps/refusals.py); one refused by a full quota or a
 ServiceAccount not there yet waits with backoff.
 Only what is nobody's plan (an outage, the operator's own RBAC, a bug) is logged as an
 error, counted in mgj_reconcile_errors_total and retried.
@@ -46,7 +46,7 @@ from multigpu_operator.controller.plan_cache import PlanCache
 from multigpu_operator.controller.progress_board import ProgressBoard, Reader
 from multigpu_operator.controller.workqueue import Backoff, WorkQueue
 from multigpu_operator.objects import older, same_version
-from multigpu_operator.policy.refusals import Refusal
+from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class Controller:
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self.informer = PodInformer(cluster, self.enqueue, settings.namespace)
         self.services = ServiceInformer(cluster, self.enqueue, settings.namespace)
-        # For telling "no node can ever fit" from "the cluster is busy" (policy/fit.py).
+        # For telling "no node can ever fit" from "the cluster is busy" (policy/kube/fit.py).
         self.nodes = NodeInformer(cluster)
         # Jobs queued in Kueue: their Workloads (cluster/kueue_jobs.py).
         self.kueue = KueueJobs(cluster, self.enqueue, settings.namespace, settings.kueue)

@@ -1,6 +1,6 @@
 """A local run's result, by the operator's own success rule (pure).
 
-The exits are shown to policy/failures.py as the pods the operator would observe, so a
+The exits are shown to policy/failures/failed_pods.py as the pods the operator would observe, so a
 local run judges one attempt as the operator does: Succeeded when every pod exited 0,
 Failed as soon as one pod failed (the first to fail is reported, and its exit code is
 the run's). Retrying an attempt (spec.runPolicy) is left to the cluster.
@@ -15,8 +15,8 @@ from typing import Any
 
 from multigpu_operator.api import names
 from multigpu_operator.api.status import Phase
-from multigpu_operator.policy.failures import first_failure
-from multigpu_operator.policy.pods import count_pods
+from multigpu_operator.policy.failures.failed_pods import first_failure
+from multigpu_operator.policy.kube.pods import count_pods
 
 # What a shell reports for a run stopped with Ctrl-C.
 INTERRUPTED_EXIT_CODE = 130

@@ -84,7 +84,7 @@ def build_workload(
             "ownerReferences": owner_references(job),
             # As Kueue's job framework makes Workloads (jobframework.NewWorkload): the
             # Workload stays while its job may use the quota; the operator drops the
-            # finalizer once the job finished or was deleted (policy/queueing.py).
+            # finalizer once the job finished or was deleted (policy/steps/queueing.py).
             "finalizers": [kueue.RESOURCE_IN_USE_FINALIZER],
         },
         "spec": spec,

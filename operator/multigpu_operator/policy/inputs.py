@@ -16,8 +16,8 @@ from typing import Any
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.kueue_admission import Admission
-from multigpu_operator.policy.refusals import Refusal
+from multigpu_operator.policy.kube.kueue_admission import Admission
+from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]
@@ -48,5 +48,5 @@ class PassInputs:
     # pods' creates); None: none yet, as far as this operator knows.
     template_checked: int | None = None
     # Since when a status write that only changed pod counts has been held back (None:
-    # none is): policy/status.py counts_held_for.
+    # none is): policy/steps/status.py counts_held_for.
     counts_held_since: datetime | None = None

@@ -10,16 +10,16 @@ ends the pass. No step changes anything another step holds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase, RuleRestarts
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.conditions import ConditionChange, Event
-from multigpu_operator.policy.kueue_admission import Admission
-from multigpu_operator.policy.pods import attempt_of, being_deleted
+from multigpu_operator.policy.kube.conditions import ConditionChange, Event
+from multigpu_operator.policy.kube.kueue_admission import Admission
+from multigpu_operator.policy.kube.pods import attempt_of, being_deleted
 from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]
@@ -36,12 +36,12 @@ class Observed:
     now: datetime
     # The cluster's nodes, trimmed (cluster/nodes.py); empty when not known.
     nodes: tuple[Mapping[str, Any], ...] = ()
-    # Where the job stands in Kueue; None when it is not queued there (policy/queueing.py).
+    # Where the job stands in Kueue; None when it is not queued there (policy/steps/queueing.py).
     admission: Admission | None = None
     # Why the pods cannot run where Kueue admitted them ("" when they can).
     unplaceable: str = ""
     # The nodes new pods are kept off, and a line saying which or why none
-    # (policy/avoidance.py; "" when no node is to be avoided).
+    # (policy/failures/avoidance.py; "" when no node is to be avoided).
     avoided: tuple[str, ...] = ()
     avoidance: str = ""
     # What the job's processes last reported (controller/progress_board.py); None when
@@ -109,6 +109,13 @@ class Progress:
             infrastructure_restarts=previous.infrastructure_restarts or 0,
             rule_restarts=tuple((r.index, r.restarts) for r in previous.rule_restarts or ()),
         )
+
+    def resumed(self, seen: Observed) -> Progress:
+        """The counters of a job resumed (spec.suspend false, or admitted by Kueue): a
+        fresh attempt if the current one created its pods (a job created suspended starts
+        attempt 1), not counted as a restart; activeDeadlineSeconds counts from now."""
+        fresh = seen.previous.created_attempt == self.attempt
+        return replace(self, attempt=self.attempt + fresh, start=seen.now)
 
     def restart_counters(self) -> JobStatus:
         """The restart counters as status fields, the one conversion back (only those in
@@ -193,19 +200,19 @@ class Decision:
     requeue_after: float | None = None  # seconds until a timer (deadline, gang, TTL) is due
     restarts: int = 0  # restarts decided in this pass, counted against a budget or not
     workload: WorkloadChange | None = None  # what to write on the job's Kueue Workload
-    # The status may wait for the pods (policy/status.py first_write_waits).
+    # The status may wait for the pods (policy/steps/status.py first_write_waits).
     status_waits: bool = False
     # Seconds the status write is held back, a change of pod counts alone (0: not held;
-    # policy/status.py counts_held_for).
+    # policy/steps/status.py counts_held_for).
     status_held_for: float = 0.0
-    # A pass that only writes its status (a refusal accounted for: policy/refusals.py;
+    # A pass that only writes its status (a refusal accounted for: policy/steps/refusals.py;
     # a job that cannot be planned).
     only_status: bool = False
     # A pass that only writes the Kueue Workload (`workload`; a job MultiKueue runs
     # elsewhere), or nothing at all (None: another controller's job).
     only_workload: bool = False
     # The first pod to send as a server-side dry run, checking the template of a job
-    # that creates no pod yet (policy/template_check.py).
+    # that creates no pod yet (policy/steps/template_check.py).
     dry_run_pod: dict[str, Any] | None = None
     # Why the pass cannot finish yet (a full quota, Kueue not ready): looked at again
     # after the retry backoff.
@@ -227,7 +234,7 @@ class WorkloadChange:
 
 @dataclass(frozen=True)
 class StatusUpdate:
-    """A status and the events that follow its write (policy/fail.py's invalid_job)."""
+    """A status and the events that follow its write (policy/failures/fail.py's invalid_job)."""
 
     status: JobStatus
     events: tuple[Event, ...]

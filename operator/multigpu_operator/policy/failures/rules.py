@@ -6,11 +6,11 @@ retryableExitCodes always meant, with infrastructure faults taken out of backoff
 1. a set-up error the trainer reported (exit code 78, unless in retryableExitCodes): the
    job fails (SetupError): every attempt would fail alike.
 2. restartPolicy Never: the job fails (PodFailed).
-3. an infrastructure fault (policy/faults.py): a new attempt not counted against
+3. an infrastructure fault (policy/failures/faults.py): a new attempt not counted against
    backoffLimit, up to infrastructureRetries.
 4. a failure restartPolicy retries: a new attempt counted against backoffLimit.
 5. otherwise the job fails (NonRetryableExitCode under ExitCode).
-A stall the watchdog restarts from (fault Stalled, policy/stall.py) that no rule matches
+A stall the watchdog restarts from (fault Stalled, policy/steps/stall.py) that no rule matches
 is a new attempt counted against backoffLimit, or fails the job under restartPolicy
 Never.
 """
@@ -26,7 +26,11 @@ from multigpu_operator.api.failure_policy import (
     Fault,
 )
 from multigpu_operator.api.lifecycle import RestartPolicy, RunPolicy
-from multigpu_operator.policy.failures import SETUP_ERROR, SETUP_ERROR_EXIT_CODE, Failure
+from multigpu_operator.policy.failures.failed_pods import (
+    SETUP_ERROR,
+    SETUP_ERROR_EXIT_CODE,
+    Failure,
+)
 from multigpu_operator.policy.step import Progress
 
 _FIELD = "spec.runPolicy"

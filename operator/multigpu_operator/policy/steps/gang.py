@@ -2,7 +2,7 @@
 not, why not, and for how long the job waits before onTimeout applies.
 
 Unschedulable pods are either waiting for room (the cluster is busy) or can never run on
-any node of the cluster (policy/fit.py). The latter is said at once (Scheduled=False,
+any node of the cluster (policy/kube/fit.py). The latter is said at once (Scheduled=False,
 reason NoNodeFits, and a Warning event), and at the timeout the job fails instead of
 being requeued, unless onTimeout is Wait: requeueing cannot make a node bigger. It is
 not failed at once, so that a node that fits may still join (a cluster autoscaler adding
@@ -20,12 +20,12 @@ from typing import Any
 
 from multigpu_operator.api.lifecycle import GangTimeoutAction
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import ConditionChange, Event, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.fit import never_fits
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import ConditionChange, Event, condition
+from multigpu_operator.policy.kube.fit import never_fits
+from multigpu_operator.policy.kube.pods import name_of
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import rfc3339
 
 # The scheduler's reason while a scheduling gate (e.g. Kueue's admission gate) holds a pod.
 SCHEDULING_GATED = "SchedulingGated"

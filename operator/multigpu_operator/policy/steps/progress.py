@@ -17,9 +17,9 @@ from datetime import timedelta
 
 from multigpu_operator.api.progress import JobProgress
 from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
-from multigpu_operator.policy.conditions import Event
+from multigpu_operator.policy.kube.conditions import Event
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome
-from multigpu_operator.policy.timestamps import rfc3339
 from multigpu_operator.policy.training import TrainingReport
 
 # An ETA beyond this is no estimate (and its finish time could pass datetime's range).

@@ -14,7 +14,7 @@ Stalled: condition Stalled True naming the ranks (those whose processes did not 
 else those at the lowest step) and a Warning Event, then the action: Notify does
 nothing more (Stalled turns False once the step moves); Fail fails the job (reason
 Stalled); Restart is a failure with fault Stalled, judged by the failure-policy rules
-(policy/failure_rules.py) like any other: a new attempt, or Elastic, the named ranks'
+(policy/failures/rules.py) like any other: a new attempt, or Elastic, the named ranks'
 pods replaced.
 """
 
@@ -30,15 +30,15 @@ from multigpu_operator.api.stall import (
     StallPolicy,
 )
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import ConditionChange, cleared, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.failures import Failure
-from multigpu_operator.policy.faults import Diagnosis, node_of
-from multigpu_operator.policy.pods import count_pods, name_of, replica_index
-from multigpu_operator.policy.restarts import attempt_ended, pods_replaced
-from multigpu_operator.policy.stall_ranks import describe, stopped
+from multigpu_operator.policy.failures.end_attempt import end_attempt, replace_pods
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.failures.failed_pods import Failure
+from multigpu_operator.policy.failures.faults import Diagnosis, node_of
+from multigpu_operator.policy.kube.conditions import ConditionChange, cleared, condition
+from multigpu_operator.policy.kube.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.kube.timestamps import parse_time, rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import parse_time, rfc3339
+from multigpu_operator.policy.steps.stall_ranks import describe, stopped
 from multigpu_operator.policy.training import TrainingReport
 
 STALLED = "Stalled"
@@ -156,8 +156,8 @@ def _act(
         return stalled.then(fail(STALLED, msg))
     failure, pods = _as_failure(seen, progress, report, msg)
     if seen.elastic:
-        return stalled.then(pods_replaced(seen, progress, failure, pods))
-    return stalled.then(attempt_ended(seen, progress, [failure]))
+        return stalled.then(replace_pods(seen, progress, failure, pods))
+    return stalled.then(end_attempt(seen, progress, [failure]))
 
 
 def _as_failure(

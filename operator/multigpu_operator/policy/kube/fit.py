@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from multigpu_operator.plan.pod import GPU_PRODUCT_LABEL
-from multigpu_operator.policy.quantity import format_quantity, parse_quantity
+from multigpu_operator.policy.kube.quantity import format_quantity, parse_quantity
 
 Node = Mapping[str, Any]
 

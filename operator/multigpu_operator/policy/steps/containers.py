@@ -13,7 +13,7 @@ end the job at once, those the kubelet retries once they have lasted timeoutSeco
 kubelet restarts it) is waited for.
 
 An elastic job that trains (at least minReplicas pods run) is not held up by a pod that
-cannot start: its Running condition names the problem (policy/status.py) and the
+cannot start: its Running condition names the problem (policy/steps/status.py) and the
 problem is posted once.
 """
 
@@ -25,11 +25,16 @@ from typing import Any
 
 from multigpu_operator.api.start import StartTimeoutAction
 from multigpu_operator.api.status import Condition, ConditionType, JobStatus
-from multigpu_operator.policy.conditions import ConditionChange, Event, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.pods import count_pods, name_of, replica_index, waiting_containers
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import ConditionChange, Event, condition
+from multigpu_operator.policy.kube.pods import (
+    count_pods,
+    name_of,
+    replica_index,
+    waiting_containers,
+)
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import rfc3339
 
 # Waiting reasons of the kubelet and container runtime that mean "this container does not
 # start", as opposed to ContainerCreating / PodInitializing, which are progress.
@@ -119,7 +124,7 @@ def container_states(seen: Observed, progress: Progress) -> Outcome:
     text = summary(problems)
     policy = seen.job.spec.elastic
     if seen.elastic and policy and count_pods(current).running >= policy.min_replicas:
-        # It trains: the Running condition carries the problem (policy/status.py).
+        # It trains: the Running condition carries the problem (policy/steps/status.py).
         new = previous is None or text not in (previous.message or "")
         return Outcome(changes=(Event("Warning", worst.reason, text),) if new else ())
     return _start_policy(seen, worst, text, previous)

@@ -4,7 +4,7 @@
 status.avoidedNodes lists them (the latest MAX_AVOIDED_NODES, for the job's life); the
 desired pods get a required node anti-affinity on those names (`kubernetes.io/hostname
 NotIn [...]`, added to every term of the template's own required node affinity, which
-the scheduler ORs). Unless the other nodes could never run the job (policy/fit.py: no
+the scheduler ORs). Unless the other nodes could never run the job (policy/kube/fit.py: no
 other node fits a pod, or they could not hold all its pods at once even if they ran
 nothing else): then the pods are not kept off anything, and the Created condition says
 so.
@@ -19,8 +19,8 @@ from typing import Any
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.limits import MAX_AVOIDED_NODES
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.failures import Failure
-from multigpu_operator.policy.fit import copies_that_fit, never_fits
+from multigpu_operator.policy.failures.failed_pods import Failure
+from multigpu_operator.policy.kube.fit import copies_that_fit, never_fits
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Faults that say the node is bad; a preempted or evicted pod's node may be fine.

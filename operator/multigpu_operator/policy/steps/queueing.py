@@ -18,7 +18,6 @@ resource-in-use finalizer dropped once the Workload is finished.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from multigpu_operator.api import kueue
@@ -26,12 +25,12 @@ from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import TERMINAL, ConditionType, JobStatus, Phase
 from multigpu_operator.plan import DesiredState, PlanError
 from multigpu_operator.plan.workload import admitted_pods
-from multigpu_operator.policy.conditions import Event, cleared, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.kueue_admission import Admission, Queued
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import Event, cleared, condition
+from multigpu_operator.policy.kube.kueue_admission import Admission, Queued
+from multigpu_operator.policy.kube.pods import name_of
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, WorkloadChange
-from multigpu_operator.policy.timestamps import rfc3339
 
 WAITING = "WaitingForAdmission"
 PREEMPTED = "Preempted"
@@ -83,16 +82,15 @@ def admission(seen: Observed, progress: Progress) -> Outcome:
 def _admitted(seen: Observed, progress: Progress, queued: Admission) -> Outcome:
     if seen.previous_phase is not Phase.SUSPENDED:
         return Outcome()
-    attempt = progress.attempt
-    if seen.previous.created_attempt == attempt:
-        attempt += 1  # its pods ran before the eviction: a fresh attempt, not a restart
-    msg = f"admitted by Kueue to ClusterQueue {queued.cluster_queue}: starting attempt {attempt}"
+    resumed = progress.resumed(seen)
+    msg = f"admitted by Kueue to ClusterQueue {queued.cluster_queue}: "
+    msg += f"starting attempt {resumed.attempt}"
     return Outcome(
         changes=(
             condition(ConditionType.SUSPENDED, False, "Admitted", msg),
             Event("Normal", "Admitted", msg),
         ),
-        progress=replace(progress, attempt=attempt, start=seen.now),
+        progress=resumed,
     )
 
 

@@ -1,12 +1,12 @@
 """Which desired pods to create (pure): those whose name is free, labelled with the
-attempt and kept off the avoided nodes (policy/avoidance.py). A name is reused only once
+attempt and kept off the avoided nodes (policy/failures/avoidance.py). A name is reused only once
 its previous pod is gone, so a replaced attempt's pods are created in the pass after the
 old ones have left."""
 
 from __future__ import annotations
 
-from multigpu_operator.policy.avoidance import kept_off
-from multigpu_operator.policy.pods import name_of, with_attempt
+from multigpu_operator.policy.failures.avoidance import kept_off
+from multigpu_operator.policy.kube.pods import name_of, with_attempt
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 

@@ -3,7 +3,7 @@ reconcile, or the last resume); when it passes, the job fails."""
 
 from __future__ import annotations
 
-from multigpu_operator.policy.fail import fail
+from multigpu_operator.policy.failures.fail import fail
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 

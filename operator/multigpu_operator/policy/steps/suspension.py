@@ -3,11 +3,9 @@ attempt, not counted as a restart, and restarts the deadline clock."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from multigpu_operator.api.status import ConditionType, Phase
-from multigpu_operator.policy.conditions import Event, cleared, condition
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.kube.conditions import Event, cleared, condition
+from multigpu_operator.policy.kube.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 
@@ -15,7 +13,7 @@ def suspend_or_resume(seen: Observed, progress: Progress) -> Outcome:
     if seen.job.spec.suspend:
         return suspend(seen, progress)
     if seen.previous_phase is Phase.SUSPENDED and seen.admission is None:
-        # (A job queued in Kueue resumes when Kueue admits it: policy/queueing.py.)
+        # (A job queued in Kueue resumes when Kueue admits it: policy/steps/queueing.py.)
         return resume(seen, progress)
     return Outcome()
 
@@ -35,17 +33,12 @@ def suspend(seen: Observed, progress: Progress) -> Outcome:
 
 
 def resume(seen: Observed, progress: Progress) -> Outcome:
-    attempt = progress.attempt
-    if seen.previous.created_attempt == attempt:
-        # Its pods were created: a fresh attempt, not a restart. (A job created suspended
-        # starts attempt 1.)
-        attempt += 1
-    msg = f"spec.suspend is false: starting attempt {attempt}"
+    resumed = progress.resumed(seen)
+    msg = f"spec.suspend is false: starting attempt {resumed.attempt}"
     return Outcome(
         changes=(
             condition(ConditionType.SUSPENDED, False, "Resumed", msg),
             Event("Normal", "Resumed", msg),
         ),
-        # activeDeadlineSeconds counts from the resume.
-        progress=replace(progress, attempt=attempt, start=seen.now),
+        progress=resumed,
     )

@@ -10,14 +10,14 @@ from typing import Any
 from multigpu_operator.api import names
 from multigpu_operator.api.failure_policy import Fault
 from multigpu_operator.api.status import FailedPod, LastFailure
-from multigpu_operator.policy.faults import (
+from multigpu_operator.policy.failures.faults import (
     Diagnosis,
     diagnose,
     disruption,
     node_of,
     unhealthy_device,
 )
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.kube.pods import name_of
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Failure:
     reasons: tuple[str, ...] = ()
     conditions: tuple[str, ...] = ()
     node: str = ""
-    # The infrastructure fault that ended it (policy/faults.py), if any.
+    # The infrastructure fault that ended it (policy/failures/faults.py), if any.
     diagnosis: Diagnosis | None = None
 
     @property

@@ -5,8 +5,8 @@ breaks the collective, so the attempt is over: the next attempt's number is writ
 first, then the old attempt's pods are deleted, and their names are reused once they
 are gone. Elastic: only the failed pod is replaced; torchrun re-forms the group around
 it. What each failure does, and which budget it is counted against, is the verdict of
-the failure-policy rules (policy/failure_rules.py); a node where an infrastructure fault
-ended a pod is kept off from then on (policy/avoidance.py).
+the failure-policy rules (policy/failures/rules.py); a node where an infrastructure fault
+ended a pod is kept off from then on (policy/failures/avoidance.py).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.failure_policy import FailureAction
-from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy import attempts
-from multigpu_operator.policy.avoidance import avoided_after
-from multigpu_operator.policy.conditions import cleared, condition
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.failure_rules import Verdict, judge
-from multigpu_operator.policy.failures import Failure, failures, lost_pod
-from multigpu_operator.policy.pods import attempt_of, being_deleted, name_of, replica_index
+from multigpu_operator.api.status import ConditionType, JobStatus
+from multigpu_operator.policy.failures.avoidance import avoided_after
+from multigpu_operator.policy.failures.end_attempt import end_attempt
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.failures.failed_pods import Failure, failures, lost_pod
+from multigpu_operator.policy.failures.rules import judge
+from multigpu_operator.policy.kube.conditions import condition
+from multigpu_operator.policy.kube.pods import attempt_of, being_deleted, name_of, replica_index
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import rfc3339
 
 # Seconds until the pass that replaces a pod judged from its last state (unjudged_gone).
 GONE_REPLACED_AFTER = 1.0
@@ -46,38 +46,7 @@ def attempt_failure(seen: Observed, progress: Progress) -> Outcome:
         found = _lost(seen, progress)[:1]
     if not found:
         return Outcome()
-    return attempt_ended(seen, progress, found)
-
-
-def attempt_ended(seen: Observed, progress: Progress, found: list[Failure]) -> Outcome:
-    """The attempt ended by `found` (the first decides): a new attempt, or the job
-    fails, as the failure-policy rules judge it."""
-    failure = found[0]
-    verdict = judge(seen.job.spec.run_policy, failure, progress)
-    status = _recorded(seen, progress, verdict, found)
-    if verdict.fails:
-        return Outcome(status=status).then(fail(verdict.fail_reason, verdict.fail_message))
-    attempt = progress.attempt + 1
-    if verdict.action is FailureAction.RESTART_JOB:
-        # The most attempts there may be: this one and the retries left in backoffLimit
-        # (restarts not counted, a resume or a requeue may add more).
-        most = attempt + seen.job.spec.run_policy.backoff_limit - verdict.progress.restarts
-        msg = f"starting attempt {attempt} of {most}: {failure.message()}"
-    else:
-        msg = f"starting attempt {attempt} ({verdict.counted_as}): {failure.message()}"
-    if verdict.rule.startswith("spec.runPolicy.failurePolicy"):
-        msg += f"; decided by {verdict.rule}"
-    reason = str(failure.fault) if failure.fault else "PodFailed"
-    return Outcome(
-        status=status,
-        changes=(
-            condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),
-            cleared(ConditionType.RUNNING, "Restarting", msg),
-        ),
-        delete_pods=tuple(name_of(p) for p in seen.older(attempt)),
-        progress=replace(verdict.progress, attempt=attempt, restarted=progress.restarted + 1),
-        stop=Phase.RESTARTING,
-    )
+    return end_attempt(seen, progress, found)
 
 
 def _lost(seen: Observed, progress: Progress) -> list[Failure]:
@@ -94,24 +63,6 @@ def _lost(seen: Observed, progress: Progress) -> list[Failure]:
         for i, p in enumerate(seen.desired.pods)
         if name_of(p) not in present
     ]
-
-
-def _recorded(
-    seen: Observed, progress: Progress, verdict: Verdict, found: list[Failure]
-) -> JobStatus:
-    """The status after a decided failure: the counters, the failure and its rule, the
-    attempt it ended, the nodes to avoid."""
-    failure = found[0]
-    previous = seen.previous
-    ending = verdict.fail_reason or (str(failure.fault) if failure.fault else "PodFailed")
-    ended = attempts.ended(previous, progress.attempt, seen.now, ending, verdict.rule, found)
-    avoided = avoided_after(previous.avoided_nodes or [], found if not verdict.fails else [])
-    recorded = JobStatus(
-        last_failure=failure.as_status(progress.attempt, verdict.rule), attempts=ended
-    )
-    if avoided:
-        recorded = recorded.merged(JobStatus(avoided_nodes=avoided))
-    return verdict.progress.restart_counters().merged(recorded)
 
 
 def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
@@ -162,26 +113,6 @@ def elastic_failures(seen: Observed, progress: Progress) -> Outcome:
     wake = (GONE_REPLACED_AFTER,) if gone else ()
     outcome = Outcome(status=status, delete_pods=tuple(f.pod for f in failed), wake_after=wake)
     return decided.then(outcome)
-
-
-def pods_replaced(
-    seen: Observed, progress: Progress, failure: Failure, pods: tuple[str, ...]
-) -> Outcome:
-    """Elastic: `failure` judged once and, unless the job fails, `pods` replaced (the
-    stall watchdog replaces the pods of the ranks that stopped)."""
-    verdict = judge(seen.job.spec.run_policy, failure, progress)
-    last = JobStatus(last_failure=failure.as_status(progress.attempt, verdict.rule))
-    if verdict.fails:
-        return Outcome(status=last).then(fail(verdict.fail_reason, verdict.fail_message))
-    counted = f" ({verdict.counted_as})" if verdict.counted_as else ""
-    msg = f"replacing {', '.join(pods)}{counted}: {failure.message()}"
-    reason = str(failure.fault) if failure.fault else "PodFailed"
-    return Outcome(
-        status=last.merged(verdict.progress.restart_counters()),
-        changes=(condition(ConditionType.RESTARTING, True, reason, msg, always_event=True),),
-        delete_pods=pods,
-        progress=replace(verdict.progress, restarted=progress.restarted + 1),
-    )
 
 
 def _disrupted_leaving(seen: Observed, progress: Progress) -> list[Failure]:

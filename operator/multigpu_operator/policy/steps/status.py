@@ -19,13 +19,13 @@ from multigpu_operator.api.status import (
     JobStatus,
     Phase,
 )
-from multigpu_operator.policy.attempts import brought_up_to_date
-from multigpu_operator.policy.conditions import ConditionChange, Conditions, cleared, condition
-from multigpu_operator.policy.containers import NOT_STARTING, container_problems, summary
-from multigpu_operator.policy.gang import NO_NODE_FITS
-from multigpu_operator.policy.pods import count_pods, name_of
+from multigpu_operator.policy.failures.attempts import brought_up_to_date
+from multigpu_operator.policy.kube.conditions import ConditionChange, Conditions, cleared, condition
+from multigpu_operator.policy.kube.pods import count_pods, name_of
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import rfc3339
+from multigpu_operator.policy.steps.containers import NOT_STARTING, container_problems, summary
+from multigpu_operator.policy.steps.gang import NO_NODE_FITS
 
 # Status fields that describe a wait in progress: dropped unless this pass re-sets them.
 _TRANSIENT = (

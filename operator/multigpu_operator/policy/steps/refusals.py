@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Literal
 
 from multigpu_operator.api.status import ConditionType, JobStatus
-from multigpu_operator.policy.conditions import Conditions, Event, condition
-from multigpu_operator.policy.fail import invalid_job
+from multigpu_operator.policy.failures.fail import invalid_job
+from multigpu_operator.policy.kube.conditions import Conditions, Event, condition
 from multigpu_operator.policy.step import Decision, StatusUpdate
 
 # What was refused: the pods, the first pod sent as a dry run, the headless Service,

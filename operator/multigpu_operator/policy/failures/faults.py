@@ -2,7 +2,7 @@
 
 A pod lost with its node, evicted, preempted, stopped by a node shutdown, or given a GPU
 that went bad did not fail because of the training code, so it is not counted against
-spec.runPolicy.backoffLimit (policy/failure_rules.py). Told from the pod object and from
+spec.runPolicy.backoffLimit (policy/failures/rules.py). Told from the pod object and from
 the nodes the pass sees (trimmed by cluster/nodes.py: name, labels, taints, allocatable).
 
 Sources:

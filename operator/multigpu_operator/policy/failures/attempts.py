@@ -14,7 +14,7 @@ from typing import Any
 
 from multigpu_operator.api.limits import MAX_ATTEMPTS_KEPT, MAX_FAILED_PODS_KEPT
 from multigpu_operator.api.status import Attempt, JobStatus
-from multigpu_operator.policy.failures import Failure
+from multigpu_operator.policy.failures.failed_pods import Failure
 
 
 def ended(

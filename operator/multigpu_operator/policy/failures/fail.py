@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase
-from multigpu_operator.policy.conditions import Conditions, cleared, condition
+from multigpu_operator.policy.kube.conditions import Conditions, cleared, condition
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Outcome, StatusUpdate
-from multigpu_operator.policy.timestamps import rfc3339
 
 
 def fail(reason: str, message: str) -> Outcome:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from multigpu_operator.api.lifecycle import BelowMinAction
 from multigpu_operator.api.status import ConditionType, JobStatus
-from multigpu_operator.policy.conditions import Event, cleared
-from multigpu_operator.policy.fail import fail
-from multigpu_operator.policy.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.failures.fail import fail
+from multigpu_operator.policy.kube.conditions import Event, cleared
+from multigpu_operator.policy.kube.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
-from multigpu_operator.policy.timestamps import rfc3339
 
 
 def elastic_size(seen: Observed, progress: Progress) -> Outcome:

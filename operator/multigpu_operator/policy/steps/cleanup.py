@@ -8,9 +8,9 @@ from datetime import datetime
 
 from multigpu_operator.api.lifecycle import CleanPodPolicy
 from multigpu_operator.api.status import TERMINAL, JobStatus
-from multigpu_operator.policy.pods import being_deleted, name_of
+from multigpu_operator.policy.kube.pods import being_deleted, name_of
+from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Pod, Progress
-from multigpu_operator.policy.timestamps import rfc3339
 
 _FINISHED = ("Succeeded", "Failed")
 

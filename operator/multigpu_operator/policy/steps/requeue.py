@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from multigpu_operator.api.status import JobStatus, Phase
-from multigpu_operator.policy.conditions import Event
-from multigpu_operator.policy.pods import name_of
+from multigpu_operator.policy.kube.conditions import Event
+from multigpu_operator.policy.kube.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.pods import being_deleted, with_attempt
+from multigpu_operator.policy.kube.pods import being_deleted, with_attempt
 from multigpu_operator.policy.step import Decision
 
 
