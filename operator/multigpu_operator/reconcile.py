@@ -27,10 +27,19 @@ from multigpu_operator.api.base import field_errors
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
+from multigpu_operator.plan.workload import build_workload
 from multigpu_operator.policy.failures.avoidance import avoiding
 from multigpu_operator.policy.failures.fail import invalid_job
 from multigpu_operator.policy.inputs import PassInputs
-from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress, merged
+from multigpu_operator.policy.kube.pods import name_of
+from multigpu_operator.policy.step import (
+    Decision,
+    Observed,
+    Outcome,
+    Progress,
+    WorkloadChange,
+    merged,
+)
 from multigpu_operator.policy.steps import (
     cleanup,
     containers,
@@ -78,7 +87,7 @@ def decide(inputs: PassInputs) -> Decision:
         return unplannable(inputs, inputs.planned)
     job, desired = inputs.planned
     if not job.spec.managed_here:
-        return elsewhere(inputs, job)
+        return elsewhere(inputs, job, desired)
     if inputs.refusal is not None:
         return after_refusal(inputs.previous, job.generation, inputs.refusal, inputs.now)
     seen = observe(inputs, job, desired)
@@ -97,11 +106,16 @@ def decide(inputs: PassInputs) -> Decision:
     decision = status.conclude(seen, progress, merged(outcomes), phase)
     return replace(
         decision,
+        # Created by an earlier pass and not seen yet: not created twice.
+        create_pods=tuple(p for p in decision.create_pods if name_of(p) not in inputs.unseen),
+        create_service=None if phase in TERMINAL or inputs.has_service else desired.service,
         status_waits=status.first_write_waits(seen.previous, decision),
         status_held_for=status.counts_held_for(
             seen.previous, decision.status, inputs.counts_held_since, inputs.now
         ),
-        workload=queueing.workload_change(seen, decision, inputs.workload),
+        workload=with_body(
+            queueing.workload_change(seen, decision, inputs.workload), inputs, job, desired
+        ),
         dry_run_pod=pod_to_dry_run(
             decision, desired, inputs.pods, job.generation, inputs.template_checked
         ),
@@ -117,13 +131,29 @@ def unplannable(inputs: PassInputs, why: str) -> Decision:
     return Decision(update.status, update.events, update.entered, only_status=True)
 
 
-def elsewhere(inputs: PassInputs, job: Job) -> Decision:
+def elsewhere(inputs: PassInputs, job: Job, desired: DesiredState) -> Decision:
     """Another controller's job: no pods, no status; a job MultiKueue dispatches still
     needs its Workload here (Kueue's job-framework part is ours)."""
     change = None
     if multikueue_dispatched(job) and inputs.queued:
         change = dispatched_workload_change(inputs.workload)
-    return Decision(inputs.previous, (), None, workload=change, only_workload=True)
+    workload = with_body(change, inputs, job, desired)
+    return Decision(inputs.previous, (), None, workload=workload, only_workload=True)
+
+
+def with_body(
+    change: WorkloadChange | None, inputs: PassInputs, job: Job, desired: DesiredState
+) -> WorkloadChange | None:
+    """A Workload to create gets its body, with the priority the pass read, or why it
+    cannot be created yet."""
+    if change is None or not change.create:
+        return change
+    waits = queueing.workload_waits(inputs.kueue_served, job.prebuilt_workload)
+    if not waits and job.priority_class and inputs.priority is None:
+        waits = queueing.priority_class_missing(job.priority_class)
+    if waits:
+        return replace(change, waits=waits)
+    return replace(change, body=build_workload(job, desired, inputs.priority))
 
 
 def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:

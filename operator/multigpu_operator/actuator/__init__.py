@@ -1,8 +1,8 @@
 """The actuator: the one place a reconcile pass acts on the cluster.
 
 It carries out a Decision (policy/step.py) as a fixed order of named steps: check the
-pod template (a dry run, when no pod is created), write the status (counters before any
-pod is touched), delete pods, ensure the headless Service, create pods, sync the Kueue
+pod template (the dry-run pod it names), write the status (counters before any
+pod is touched), delete pods, create the headless Service, create pods, sync the Kueue
 Workload, delete the job, requeue. A step the server refuses ends the pass with
 `Refused`: the refusal is the job's next pass's input (policy/steps/refusals.py), never a
 status built here. Nothing here decides what to do; only how to do it.
@@ -26,13 +26,11 @@ from multigpu_operator.actuator.children import (
 from multigpu_operator.actuator.kueue import WorkloadWrites
 from multigpu_operator.actuator.status import StatusWrites
 from multigpu_operator.api.spec import Job
-from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.cluster.errors import Invalid
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kinds import JOBS, PODS
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.step import Decision, StatusUpdate, WorkloadChange
 from multigpu_operator.policy.steps.refusals import Refusal
@@ -85,9 +83,9 @@ class Actuator:
             return
         if isinstance(inputs.planned, str):
             return  # another controller's job that does not plan: nothing to do
-        job, desired = inputs.planned
+        job = inputs.planned[0]
         if decision.only_workload:
-            await self.sync_workload(job, desired, decision.workload, inputs.workload)
+            await self.sync_workload(job, decision.workload, inputs.workload)
             return
         try:
             await self.check_template(job, decision)
@@ -99,13 +97,13 @@ class Actuator:
             return
         try:
             await self.delete_pods(job, decision)
-            await self.ensure_service(key, job, desired, decision)
+            await self.create_service(key, job, decision)
             await self.create_pods(key, job, decision)
         except Refused as refused:
             if not decision.status_waits:
                 raise
             raise Refused(replace(refused.refusal, unwritten=decision.status)) from refused
-        await self.sync_workload(job, desired, decision.workload, inputs.workload)
+        await self.sync_workload(job, decision.workload, inputs.workload)
         await self.delete_job(key, job, decision)
         self.requeue(key, decision)
 
@@ -144,34 +142,24 @@ class Actuator:
             )
         )
 
-    async def ensure_service(
-        self, key: JobKey, job: Job, desired: DesiredState, decision: Decision
-    ) -> None:
-        """The Service before the pods (their DNS names), on every pass like the pods: one
-        deleted by hand, or never created (a crash between the two), is created again."""
-        if decision.status.phase in TERMINAL or self.services.has_service(key, job.ref.uid):
+    async def create_service(self, key: JobKey, job: Job, decision: Decision) -> None:
+        """The Service before the pods (their DNS names)."""
+        if decision.create_service is None:
             return
-        refused = await create_service(self.cluster, self.services, key, desired.service)
+        refused = await create_service(self.cluster, self.services, key, decision.create_service)
         if refused is not None:
             raise Refused(refusal(job.ref.uid, "Service", refused))
 
     async def create_pods(self, key: JobKey, job: Job, decision: Decision) -> None:
-        """The pods not created already and still awaited from the watch."""
-        unseen = self.pods.unseen(key)
-        pods = tuple(p for p in decision.create_pods if p["metadata"]["name"] not in unseen)
-        refused = await create_pods(self.cluster, self.pods, key, pods)
+        refused = await create_pods(self.cluster, self.pods, key, decision.create_pods)
         if refused is not None:
             raise Refused(refusal(job.ref.uid, "Pod", refused))
 
     async def sync_workload(
-        self,
-        job: Job,
-        desired: DesiredState,
-        change: WorkloadChange | None,
-        workload: Mapping[str, Any] | None,
+        self, job: Job, change: WorkloadChange | None, workload: Mapping[str, Any] | None
     ) -> None:
         if change is not None:
-            waiting = await self.workloads.write(job, desired, change, workload)
+            waiting = await self.workloads.write(job, change, workload)
             if waiting:
                 raise WaitingFor(waiting)
 

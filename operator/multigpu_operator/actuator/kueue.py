@@ -11,17 +11,13 @@ from multigpu_operator.api import kueue
 from multigpu_operator.api.spec import Job
 from multigpu_operator.cluster.errors import ClusterError, Conflict, NotFound
 from multigpu_operator.cluster.informer import JobKey
-from multigpu_operator.cluster.kinds import WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from multigpu_operator.cluster.kinds import WORKLOADS
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.protocol import Cluster
-from multigpu_operator.plan import DesiredState
-from multigpu_operator.plan.workload import PriorityClass, build_workload
 from multigpu_operator.policy.step import WorkloadChange
 from multigpu_operator.policy.steps.queueing import (
     holds_quota,
-    priority_class_missing,
     release_after_delete,
-    workload_waits,
 )
 
 log = logging.getLogger(__name__)
@@ -35,27 +31,16 @@ class WorkloadWrites:
     async def write(
         self,
         job: Job,
-        desired: DesiredState,
         change: WorkloadChange,
         workload: Mapping[str, Any] | None,
     ) -> str | None:
         """Carry out `change`; what the job waits for, if it cannot be done yet."""
         namespace = job.ref.namespace
-        if change.create:
-            waits = workload_waits(self._kueue.informer.installed, job.prebuilt_workload)
-            if waits:
-                return waits
-            priority = None
-            name = job.priority_class
-            if name:
-                try:
-                    found = await self._cluster.get(WORKLOAD_PRIORITY_CLASSES, None, name)
-                except NotFound:
-                    return priority_class_missing(name)
-                priority = PriorityClass(name, int(found.get("value", 0)))
-            body = build_workload(job, desired, priority)
-            await self._cluster.create(WORKLOADS, namespace, body, read_back=False)
-            self._kueue.informer.created((namespace, job.ref.name), body)
+        if change.waits:
+            return change.waits
+        if change.body is not None:
+            await self._cluster.create(WORKLOADS, namespace, change.body, read_back=False)
+            self._kueue.informer.created((namespace, job.ref.name), change.body)
             return None
         assert workload is not None
         meta = workload["metadata"]

@@ -11,9 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from multigpu_operator.cluster.errors import NotFound
 from multigpu_operator.cluster.informer import JobKey
+from multigpu_operator.cluster.kinds import WORKLOAD_PRIORITY_CLASSES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.workloads import WorkloadInformer
+from multigpu_operator.plan.workload import PriorityClass
 
 log = logging.getLogger(__name__)
 
@@ -33,4 +36,13 @@ class KueueJobs:
         if mode not in MODES:
             raise ValueError(f"MGJ_KUEUE must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
+        self._cluster = cluster
         self.informer = WorkloadInformer(cluster, enqueue, namespace, required=mode == "on")
+
+    async def priority_class(self, name: str) -> PriorityClass | None:
+        """The WorkloadPriorityClass `name` (cluster-scoped), None if it does not exist."""
+        try:
+            found = await self._cluster.get(WORKLOAD_PRIORITY_CLASSES, None, name)
+        except NotFound:
+            return None
+        return PriorityClass(name, int(found.get("value", 0)))

@@ -17,7 +17,7 @@ from typing import Any
 from multigpu_operator.actuator import Actuator
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
-from multigpu_operator.cluster.informer import JobKey, PodInformer
+from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.controller.plan_cache import PlanCache, offload
@@ -34,6 +34,7 @@ class JobPass:
     def __init__(
         self,
         pods: PodInformer,
+        services: ServiceInformer,
         nodes: NodeInformer,
         kueue: KueueJobs,
         plans: PlanCache,
@@ -42,6 +43,7 @@ class JobPass:
         progress: ProgressBoard | None = None,
     ) -> None:
         self.pods = pods
+        self.services = services
         self.nodes = nodes
         self.kueue = kueue
         self.plans = plans
@@ -80,8 +82,15 @@ class JobPass:
         job = planned[0]
         queued = self._queued(job)
         workload = self.kueue.informer.workload_of(key, job) if queued else None
+        served = self.kueue.informer.installed
+        priority = None
+        if queued and workload is None and job.priority_class:
+            priority = await self.kueue.priority_class(job.priority_class)  # to create it
+        common = replace(
+            common, queued=queued, workload=workload, kueue_served=served, priority=priority
+        )
         if not job.spec.managed_here:
-            return replace(common, queued=queued, workload=workload)
+            return common
         uid = job.ref.uid
         admission = None
         if queued:
@@ -91,9 +100,9 @@ class JobPass:
             pods=tuple(p for p in self.pods.pods_of(key) if owned_by(p, uid)),
             gone=tuple(p for p in self.pods.gone_of(key) if owned_by(p, uid)),
             nodes=self.nodes.nodes(),
-            queued=queued,
+            unseen=frozenset(self.pods.unseen(key)),
+            has_service=self.services.has_service(key, uid),
             admission=admission,
-            workload=workload,
             training=self.progress.report(key) if self.progress is not None else None,
             template_checked=self.actuator.templates.checked(uid),
             counts_held_since=self.actuator.status.counts_held_since(key),

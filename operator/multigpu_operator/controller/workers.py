@@ -101,7 +101,14 @@ class Controller:
             settings.progress_writes_per_second,
         )
         self.passes = JobPass(
-            self.informer, self.nodes, self.kueue, self.plans, self.actuator, clock, self.progress
+            self.informer,
+            self.services,
+            self.nodes,
+            self.kueue,
+            self.plans,
+            self.actuator,
+            clock,
+            self.progress,
         )
 
     async def start(self, reconcile: bool = True) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import DesiredState
+from multigpu_operator.plan.workload import PriorityClass
 from multigpu_operator.policy.kube.kueue_admission import Admission
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.policy.training import TrainingReport
@@ -39,9 +40,16 @@ class PassInputs:
     # Its pods deleted for a fault, as the watch last showed them (policy/step.py).
     gone: tuple[Pod, ...] = ()
     nodes: tuple[Mapping[str, Any], ...] = ()  # the cluster's nodes, trimmed; () unknown
+    # Names of pods created by earlier passes that the watch has not brought yet.
+    unseen: frozenset[str] = frozenset()
+    has_service: bool = False  # the job's headless Service exists, as last seen
     queued: bool = False  # runs only when Kueue admits its Workload
     admission: Admission | None = None  # its standing in Kueue, when queued
     workload: Mapping[str, Any] | None = None  # its Kueue Workload, when queued
+    kueue_served: bool = False  # Kueue's Workload API is served
+    # The job's WorkloadPriorityClass, read when its Workload is to be created (None: it
+    # names none, or the class does not exist).
+    priority: PriorityClass | None = None
     refusal: Refusal | None = None  # what the API server refused in its last pass
     training: TrainingReport | None = None  # what its processes last reported
     # The generation whose pod template the server last accepted (a dry run or the

@@ -193,6 +193,9 @@ class Decision:
     events: tuple[Event, ...]  # posted once the status is written
     entered: Phase | None  # the phase the job entered in this pass, if it changed
     create_pods: tuple[dict[str, Any], ...] = ()
+    # The headless Service to create before the pods (missing: deleted by hand, or never
+    # created after a crash between the two).
+    create_service: dict[str, Any] | None = None
     # (name, uid) of each pod to delete: the delete names that very pod (a name may
     # already belong to a newer one).
     deletes: tuple[tuple[str, str | None], ...] = ()
@@ -228,6 +231,11 @@ class WorkloadChange:
     """What to write on a queued job's Kueue Workload, after the job's status."""
 
     create: bool = False  # the Workload is missing: create it
+    # The Workload to create, with the priority the pass read (reconcile.with_body).
+    body: dict[str, Any] | None = None
+    # Why it cannot be created yet (Kueue not served, its priority class missing):
+    # looked at again after the retry backoff.
+    waits: str = ""
     status: Mapping[str, Any] | None = None  # a merge patch of its status
     release: bool = False  # drop Kueue's resource-in-use finalizer
 
