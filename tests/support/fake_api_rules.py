@@ -1,6 +1,7 @@
 """The API server's own rules that support/fake_cluster.py plays: a stale resourceVersion
-is a Conflict, a JSON merge patch (RFC 7386) applies as the server applies it, and a list or
-watch selects by namespace and a label selector."""
+is a Conflict, a JSON merge patch (RFC 7386) applies as the server applies it, a list or
+watch selects by namespace, a label selector and a field selector, and a log is cut to
+its last `tailLines`."""
 
 from __future__ import annotations
 
@@ -37,8 +38,14 @@ def apply_merge_patch(target: Mapping[str, Any], patch: Mapping[str, Any]) -> di
     return merged
 
 
-def matches(obj: Mapping[str, Any], selector: str | None, namespace: str | None) -> bool:
-    """`namespace` (None: all) and a label selector of `key` / `key=value` terms."""
+def matches(
+    obj: Mapping[str, Any],
+    selector: str | None,
+    namespace: str | None,
+    fields: str | None = None,
+) -> bool:
+    """`namespace` (None: all), a label selector of `key` / `key=value` terms and a field
+    selector of `path.to.field=value` terms."""
     meta = obj["metadata"]
     if namespace is not None and meta.get("namespace", namespace) != namespace:
         return False
@@ -47,4 +54,20 @@ def matches(obj: Mapping[str, Any], selector: str | None, namespace: str | None)
         key, _, value = term.partition("=")
         if key not in labels or (value and labels[key] != value):
             return False
+    for term in filter(None, (fields or "").split(",")):
+        path, _, value = term.partition("=")
+        if str(_field(obj, path)) != value:
+            return False
     return True
+
+
+def _field(obj: Mapping[str, Any], path: str) -> Any:
+    value: Any = obj
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return "" if value is None else value
+
+
+def tail(lines: list[str], tail_lines: str | None) -> list[str]:
+    """The last `tail_lines` lines (all without it)."""
+    return list(lines) if tail_lines is None else lines[max(len(lines) - int(tail_lines), 0) :]

@@ -15,6 +15,7 @@ import yaml
 from multigpu_operator import cli
 from multigpu_operator.cli.describe import event_line
 from multigpu_operator.cli.render import render
+from support.fake_cluster import FakeCluster
 from support.spec_mutations import mutations
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,20 +180,22 @@ REFUSED = (
 def test_render_server_prints_the_api_servers_words(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # --server sends each job as a dry run (cluster/job_dry_run.py) and plans what the
+    # --server sends each job as a dry run (client/dry_run.py) and plans what the
     # server would store; a refusal is printed as the server words it.
     asked: list[tuple[str, str]] = []
+    fake = FakeCluster()
 
-    def dry_run_jobs(login: Any, jobs: list[Any], namespace: str) -> list[Any]:
+    async def dry_run_jobs(cluster: Any, jobs: list[Any], namespace: str) -> list[Any]:
+        assert cluster is fake
         asked.extend((j["metadata"]["name"], namespace) for j in jobs)
         stored = {**jobs[0], "spec": {**SPEC, "replicas": 2, "masterPort": 29500}}
         return [stored, REFUSED]
 
-    monkeypatch.setattr("multigpu_operator.cluster.job_dry_run.dry_run_jobs", dry_run_jobs)
+    monkeypatch.setattr("multigpu_operator.client.dry_run.dry_run_jobs", dry_run_jobs)
     two = [{**JOB, "metadata": {"name": "two"}}, {**JOB, "spec": {**SPEC, "replicas": 100000}}]
     path = tmp_path / "jobs.yaml"
     path.write_text(yaml.safe_dump_all(two))
-    assert cli.main(["render", str(path), "--server", "-n", "team"]) == 1
+    assert cli.main(["render", str(path), "--server", "-n", "team"], cluster=fake) == 1
     out = capsys.readouterr()
     assert asked == [("two", "team"), ("one", "team")]
     assert out.err.strip() == f"error: one: {REFUSED}"
@@ -212,10 +215,19 @@ def test_render_answers_every_generated_spec_without_an_exception() -> None:
     ("event", "line"),
     [
         (
-            {"type": "Warning", "reason": "BackoffLimitExceeded", "message": "failed", "count": 2},
+            {
+                "type": "Warning",
+                "reason": "BackoffLimitExceeded",
+                "note": "failed",
+                "series": {"count": 2},
+            },
             "Warning BackoffLimitExceeded failed (x2)",
         ),
-        ({"reason": "Created", "message": "2 pods"}, "Normal  Created              2 pods"),
+        (
+            {"type": "Warning", "reason": "NodeLost", "note": "gone", "deprecatedCount": 3},
+            "Warning NodeLost             gone (x3)",
+        ),
+        ({"reason": "Created", "note": "2 pods"}, "Normal  Created              2 pods"),
     ],
 )
 def test_an_event_line_keeps_its_columns_apart(event: dict[str, Any], line: str) -> None:

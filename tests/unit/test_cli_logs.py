@@ -20,6 +20,7 @@ from multigpu_operator.client.log_pods import (
     pods_of_attempt,
     prefixed,
 )
+from support.fake_cluster import FakeCluster
 
 
 def pod(name: str, index: int, attempt: int | None, *containers: str, uid: str = "") -> Any:
@@ -173,13 +174,13 @@ def test_mgj_logs_exit_codes(
 ) -> None:
     seen: list[LogRequest] = []
 
-    def print_logs(login: Any, request: LogRequest, follow: bool, out: Any) -> None:
+    async def read_logs(cluster: Any, request: LogRequest, out: Any) -> None:
         seen.append(request)
         raise error
 
-    monkeypatch.setattr("multigpu_operator.cluster.pod_logs.print_logs", print_logs)
+    monkeypatch.setattr("multigpu_operator.client.pod_logs.read_logs", read_logs)
     argv = ["logs", "x", "-n", "y", "--attempt", "2", "-c", "trainer", "--tail", "3"]
-    assert cli.main(argv) == code
+    assert cli.main(argv, cluster=FakeCluster()) == code
     assert seen == [LogRequest("x", "y", 2, "trainer", 3, False)]
     if code == 1:
         assert capsys.readouterr().err == "error: no MultiGPUJob 'x' in namespace 'y'\n"

@@ -157,6 +157,36 @@ CASES: list[tuple[str, Verb, Request, tuple[str, str]]] = [
         ("list", "pods"),
     ),
     (
+        "field-selected-list",
+        lambda k: k.list(EVENTS, "ns", fields="regarding.name=train"),
+        (
+            "GET",
+            "/apis/events.k8s.io/v1/namespaces/ns/events",
+            {"fieldSelector": "regarding.name=train"},
+            None,
+            JSON,
+        ),
+        ("list", "events"),
+    ),
+    (
+        "pod-log-read",
+        lambda k: k.read(PODS, "ns", "train-0", "log", {"container": "trainer"}),
+        ("GET", f"{NS_PODS}/train-0/log", {"container": "trainer"}, None, JSON),
+        ("get", "pods/log"),
+    ),
+    (
+        "job-create-under-the-clients-field-manager",
+        lambda k: Kube(k.rest, "mgj").create(JOBS, "ns", POD),
+        (
+            "POST",
+            "/apis/multigpu.dev/v1alpha1/namespaces/ns/multigpujobs",
+            {"fieldManager": "mgj", "fieldValidation": "Strict"},
+            POD,
+            JSON,
+        ),
+        ("create", "multigpujobs"),
+    ),
+    (
         "node-list",
         lambda k: k.list(NODES),
         ("GET", "/api/v1/nodes", None, None, JSON),
@@ -222,3 +252,14 @@ async def test_a_create_of_an_existing_name_is_none() -> None:
 async def test_a_delete_of_a_gone_object_is_no_error(error: Exception) -> None:
     kube = Kube(RecordingRest(error))  # type: ignore[arg-type]
     await kube.delete(PODS, "ns", "train-0", "u1")
+
+
+async def test_a_followed_log_is_its_lines_counted_once() -> None:
+    rest = RecordingRest()
+    before = _count("get", "pods/log")
+    kube = Kube(rest)  # type: ignore[arg-type]
+    params = {"container": "trainer", "follow": "true"}
+    lines = [line async for line in kube.stream(PODS, "ns", "train-0", "log", params)]
+    assert lines == [orjson.dumps({"type": "ADDED", "object": ANSWER}).decode()]
+    assert rest.requests == [("WATCH", f"{NS_PODS}/train-0/log", params, None, JSON)]
+    assert _count("get", "pods/log") == before + 1

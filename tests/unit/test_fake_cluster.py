@@ -1,6 +1,6 @@
-"""The in-memory API server the controller tests run on (support/fake_cluster.py) answers
-as the real one does, for any kind: what the controller's tests rely on, and the
-election's Lease store (cluster/leases.py) over the same verbs."""
+"""The in-memory API server the controller, client and `mgj` tests run on
+(support/fake_cluster.py) answers as the real one does, for any kind: what those tests
+rely on, and the election's Lease store (cluster/leases.py) over the same verbs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from multigpu_operator.cluster.errors import Conflict, NotFound
-from multigpu_operator.cluster.kinds import JOBS, PODS, SERVICES, Kind
+from multigpu_operator.cluster.errors import Conflict, Invalid, NotFound
+from multigpu_operator.cluster.kinds import EVENTS, JOBS, PODS, SERVICES, Kind
 from multigpu_operator.cluster.leases import Leases
 from multigpu_operator.election.lease_rules import LeaseRecord
 from support.controller_run import ddp_spec
@@ -86,3 +86,62 @@ async def test_the_elections_lease_is_created_once_and_replaced_at_the_version_r
     with pytest.raises(Conflict):
         await leases.write(record, version)  # written since that version was read
     assert (await leases.read())[0] == taken
+
+
+async def test_a_field_selector_selects_by_nested_fields() -> None:
+    cluster = FakeCluster()
+    for name, about in (("e1", "train"), ("e2", "other")):
+        regarding = {"kind": "MultiGPUJob", "name": about}
+        cluster.put(EVENTS, {"metadata": {"name": name, "namespace": "ns"}, "regarding": regarding})
+    fields = "regarding.name=train,regarding.kind=MultiGPUJob"
+    events, _ = await cluster.list(EVENTS, "ns", fields=fields)
+    assert [e["metadata"]["name"] for e in events] == ["e1"]
+    assert (await cluster.list(EVENTS, "other", fields=fields))[0] == []
+
+
+async def test_a_pods_log_whole_tailed_or_streamed_and_a_400_before_it_starts() -> None:
+    cluster = FakeCluster()
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c"}]}}
+    cluster.put(PODS, pod)
+    with pytest.raises(Invalid, match='container "c" in pod "p" is waiting to start') as err:
+        await cluster.read(PODS, "ns", "p", "log", {"container": "c"})
+    assert err.value.status == 400
+    cluster.logs["ns", "p"] = ["one", "two", "three"]
+    assert await cluster.read(PODS, "ns", "p", "log", {"container": "c"}) == "one\ntwo\nthree\n"
+    assert await cluster.read(PODS, "ns", "p", "log", {"tailLines": "2"}) == "two\nthree\n"
+    assert [line async for line in cluster.stream(PODS, "ns", "p", "log")] == [
+        "one",
+        "two",
+        "three",
+    ]
+    with pytest.raises(Invalid, match="container x is not valid for pod p"):
+        await cluster.read(PODS, "ns", "p", "log", {"container": "x"})
+    with pytest.raises(NotFound):
+        await cluster.read(PODS, "ns", "q", "log")
+    assert [c.method for c in cluster.calls] == ["get pods/log"] * 6
+
+
+async def test_a_finalizer_holds_a_deleted_object_until_it_is_released() -> None:
+    cluster = FakeCluster()
+    meta = {"name": "c", "namespace": "ns", "finalizers": ["example.com/hold"]}
+    cluster.put(CONFIGMAPS, {"metadata": meta})
+    await cluster.delete(CONFIGMAPS, "ns", "c")
+    held = await cluster.get(CONFIGMAPS, "ns", "c")
+    assert held["metadata"]["deletionTimestamp"]
+    cluster.release(CONFIGMAPS, "c")
+    with pytest.raises(NotFound):
+        await cluster.get(CONFIGMAPS, "ns", "c")
+
+
+async def test_steps_before_calls_and_failures_of_one_object() -> None:
+    cluster = FakeCluster()
+    for name in ("a", "b"):
+        cluster.put(CONFIGMAPS, {"metadata": {"name": name, "namespace": "ns"}})
+    seen: list[str] = []
+    cluster.before("get configmaps", lambda: seen.append("first"), lambda: seen.append("second"))
+    cluster.fail("get configmaps", Invalid("no", 400), name="b")
+    await cluster.get(CONFIGMAPS, "ns", "a")  # the failure waits for b
+    with pytest.raises(Invalid):
+        await cluster.get(CONFIGMAPS, "ns", "b")
+    await cluster.get(CONFIGMAPS, "ns", "b")
+    assert seen == ["first", "second"]

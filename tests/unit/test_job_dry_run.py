@@ -1,47 +1,30 @@
-"""`mgj render --server`'s request (cluster/job_dry_run.py): a strict, dry-run create of
-each job, the stored object or the server's own words back."""
+"""`mgj render --server`'s request (client/dry_run.py): a strict, dry-run create of each
+job on the Cluster verbs, the stored object or the server's own words back; on the
+operator's in-memory API server (support/fake_cluster.py). That the create is strict
+and a dry run on the wire: test_cluster_verbs.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-import orjson
 import pytest
 
-from multigpu_operator.cluster import job_dry_run
+from multigpu_operator.client.dry_run import dry_run_jobs
 from multigpu_operator.cluster.errors import ClusterError, Forbidden, Invalid, Unreachable
+from support.fake_cluster import FakeCluster
 
 pytestmark = pytest.mark.asyncio
 
 JOB = {"apiVersion": "multigpu.dev/v1alpha1", "kind": "MultiGPUJob", "metadata": {"name": "j"}}
 
 
-class FakeRest:
-    def __init__(self, answer: bytes | ClusterError) -> None:
-        self.answer = answer
-        self.calls: list[tuple[str, str, Mapping[str, str] | None]] = []
-
-    async def call(
-        self, method: str, path: str, params: Mapping[str, str] | None, body: Any
-    ) -> bytes:
-        self.calls.append((method, path, params))
-        if isinstance(self.answer, ClusterError):
-            raise self.answer
-        return self.answer
-
-
 async def test_an_accepted_job_comes_back_as_the_server_would_store_it() -> None:
-    stored = {**JOB, "spec": {"masterPort": 29500}}
-    rest = FakeRest(orjson.dumps(stored))
-    assert await job_dry_run._dry_run(rest, JOB, "team") == stored  # type: ignore[arg-type]
-    assert rest.calls == [
-        (
-            "POST",
-            "/apis/multigpu.dev/v1alpha1/namespaces/team/multigpujobs",
-            {"dryRun": "All", "fieldValidation": "Strict"},
-        )
+    fake = FakeCluster()
+    other = {**JOB, "metadata": {"name": "k", "namespace": "theirs"}}
+    assert await dry_run_jobs(fake, [JOB, other], "team") == [JOB, other]
+    assert [c.args for c in fake.calls_of("dry-run multigpujobs")] == [
+        ("team", "j"),
+        ("theirs", "k"),
     ]
+    assert fake.jobs == {}  # nothing stored
 
 
 @pytest.mark.parametrize(
@@ -53,9 +36,24 @@ async def test_an_accepted_job_comes_back_as_the_server_would_store_it() -> None
     ],
 )
 async def test_a_refusal_is_the_servers_words(refusal: ClusterError) -> None:
-    assert await job_dry_run._dry_run(FakeRest(refusal), JOB, "team") == refusal.message  # type: ignore[arg-type]
+    fake = FakeCluster()
+    fake.fail("dry-run multigpujobs", refusal)
+    assert await dry_run_jobs(fake, [JOB], "team") == [refusal.message]
+
+
+async def test_an_existing_namesake_is_the_servers_already_exists() -> None:
+    fake = FakeCluster()
+
+    async def already_exists(*_: object, **__: object) -> None:
+        return None  # Kube.create's answer to the server's AlreadyExists (409)
+
+    fake.create = already_exists  # type: ignore[method-assign]
+    answer = await dry_run_jobs(fake, [JOB], "team")
+    assert answer == ['multigpujobs.multigpu.dev "j" already exists']
 
 
 async def test_an_unreachable_server_is_an_error() -> None:
+    fake = FakeCluster()
+    fake.fail("dry-run multigpujobs", Unreachable("refused"))
     with pytest.raises(Unreachable):
-        await job_dry_run._dry_run(FakeRest(Unreachable("refused")), JOB, "team")  # type: ignore[arg-type]
+        await dry_run_jobs(fake, [JOB], "team")

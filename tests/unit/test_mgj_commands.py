@@ -1,6 +1,6 @@
-"""`mgj submit|get|wait|delete|describe|logs` against an HTTP server in the test that
-answers as the API server would (support/client_api.py). Against a real API server:
-tests/integration/test_mgj_cli.py."""
+"""`mgj submit|get|wait|delete|describe|logs` on the operator's in-memory API server
+(support/fake_cluster.py, the user's side in support/client_jobs.py). Against a real API
+server: tests/integration/test_mgj_cli.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import io
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,55 +17,76 @@ from multigpu_operator import cli
 from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.cli import jobs, show
 from multigpu_operator.client import Client
-from support.client_api import EVENTS, MANIFEST, ApiServer, pod, served
+from multigpu_operator.cluster.errors import Invalid
+from multigpu_operator.cluster.kinds import JOBS
+from support.client_jobs import (
+    MANIFEST,
+    job_names,
+    phases,
+    pod,
+    put_event,
+    put_job,
+    put_logs,
+    put_pods,
+    set_status,
+    user_cluster,
+)
+from support.fake_cluster import FakeCluster
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiServer]:
-    with served(tmp_path, monkeypatch) as server:
-        yield server
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    return user_cluster(tmp_path, monkeypatch)
 
 
-def mgj(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+def mgj(fake: FakeCluster, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv), cluster=fake)
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def test_mgj_submit_get_describe_delete(
-    api: ApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake: FakeCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "job.yaml").write_text(MANIFEST)
-    assert mgj(capsys, "submit", str(tmp_path / "job.yaml")) == (0, "train\n", "")
-    api.pods = [pod(0)]
-    api.phases = ["Pending"]
-    code, out, _ = mgj(capsys, "get", "train")
+    assert mgj(fake, capsys, "submit", str(tmp_path / "job.yaml")) == (0, "train\n", "")
+    put_pods(fake, pod(0))
+    phases(fake, ["Pending"])
+    code, out, _ = mgj(fake, capsys, "get", "train")
     assert code == 0
     assert "Phase:     Pending" in out
     assert "r0   train-0" in out
     assert "node-a" in out
-    code, out, _ = mgj(capsys, "get")
+    code, out, _ = mgj(fake, capsys, "get")
     assert code == 0
     assert out.splitlines()[0].split() == ["NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE"]
     assert out.splitlines()[1].split()[:2] == ["train", "Pending"]
-    api.jobs["train"]["status"] = {
-        "phase": "Pending",
-        "conditions": [
-            {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "no GPU"}
-        ],
-    }
-    api.events = [{"type": "Warning", "reason": "FailedScheduling", "message": "0/3 nodes"}]
-    code, out, _ = mgj(capsys, "describe", "train")
+    set_status(
+        fake,
+        "train",
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Scheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "no GPU",
+                }
+            ],
+        },
+    )
+    put_event(fake, "train", "Warning", "FailedScheduling", "0/3 nodes")
+    put_event(fake, "other", "Warning", "NotThisJob", "of another job")
+    code, out, _ = mgj(fake, capsys, "describe", "train")
     assert code == 0
     assert "Scheduled=False Unschedulable: no GPU" in out
     assert "FailedScheduling" in out
     assert "0/3 nodes" in out
-    assert (
-        "GET",
-        EVENTS.format(ns="team"),
-        {"fieldSelector": "involvedObject.name=train,involvedObject.kind=MultiGPUJob"},
-    ) in api.queries
-    assert mgj(capsys, "delete", "train") == (0, "train deleted\n", "")
+    assert "NotThisJob" not in out
+    (events,) = fake.calls_of("list events")
+    assert events.args == ("team", None, "regarding.name=train,regarding.kind=MultiGPUJob")
+    assert mgj(fake, capsys, "delete", "train") == (0, "train deleted\n", "")
 
 
 @pytest.mark.parametrize(
@@ -82,7 +102,7 @@ def test_mgj_submit_get_describe_delete(
     ],
 )  # fmt: skip
 def test_mgj_delete_waits_until_the_job_is_gone_as_kubectl_does(
-    api: ApiServer,
+    fake: FakeCluster,
     capsys: pytest.CaptureFixture[str],
     flags: list[str],
     reads_while_deleting: int,
@@ -90,12 +110,16 @@ def test_mgj_delete_waits_until_the_job_is_gone_as_kubectl_does(
     err: str,
     left: set[str],
 ) -> None:
-    api.jobs["train"] = {"metadata": {"name": "train", "namespace": "team"}, "spec": {}}
-    api.reads_while_deleting = reads_while_deleting
-    done, out, said = mgj(capsys, "delete", "train", *flags)
+    # Its pods are deleted first (Foreground): a finalizer holds the job meanwhile, for
+    # as many reads of it after the delete.
+    put_job(fake, finalizers=["foregroundDeletion"])
+    reads = [lambda: None] * min(reads_while_deleting, 1000)
+    release = lambda: fake.release(JOBS, "train", "team")  # noqa: E731
+    fake.before("get multigpujobs", lambda: None, *reads, release)
+    done, out, said = mgj(fake, capsys, "delete", "train", *flags)
     assert (done, said) == (code, err)
     assert out == ("train deleted\n" if code == 0 else "")
-    assert set(api.jobs) == left
+    assert job_names(fake) == left
 
 
 @pytest.mark.parametrize(
@@ -110,17 +134,19 @@ def test_mgj_delete_waits_until_the_job_is_gone_as_kubectl_does(
     ],
 )
 def test_mgj_bad_input_is_one_line_and_a_nonzero_exit(
-    api: ApiServer,
+    fake: FakeCluster,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     argv: list[str],
     message: str,
 ) -> None:
-    api.jobs["train"] = {"metadata": {"name": "train", "namespace": "team"}}
+    put_job(fake)
     (tmp_path / "invalid").write_text(MANIFEST.replace("{replicas: 2}", "{}"))
+    refusal = 'MultiGPUJob.multigpu.dev "train" is invalid: spec.replicas: Required'
+    fake.fail("create multigpujobs", Invalid(refusal, 422))
     monkeypatch.chdir(tmp_path)
-    code, out, err = mgj(capsys, *argv)
+    code, out, err = mgj(fake, capsys, *argv)
     assert code != 0
     assert out == ""
     assert err.startswith("error: ")
@@ -129,7 +155,7 @@ def test_mgj_bad_input_is_one_line_and_a_nonzero_exit(
 
 
 @pytest.mark.parametrize(
-    ("phases", "argv", "code", "said"),
+    ("moves", "argv", "code", "said"),
     [
         pytest.param(["Running", "Succeeded"], [], 0, "train is Succeeded", id="succeeded"),
         pytest.param(["Pending", "Running"], ["--for", "Running"], 0, "is Running", id="running"),
@@ -138,54 +164,53 @@ def test_mgj_bad_input_is_one_line_and_a_nonzero_exit(
     ],
 )
 def test_mgj_wait_says_how_it_ended_by_its_exit_code(
-    api: ApiServer,
+    fake: FakeCluster,
     capsys: pytest.CaptureFixture[str],
-    phases: list[str],
+    moves: list[str],
     argv: list[str],
     code: int,
     said: str,
 ) -> None:
-    Client().create(MANIFEST)
-    api.phases = list(phases)
-    got, out, err = mgj(capsys, "wait", "train", *argv)
+    Client(cluster=fake).create(MANIFEST)
+    phases(fake, moves)
+    got, out, err = mgj(fake, capsys, "wait", "train", *argv)
     assert got == code
     assert said in (out if code == 0 else err)
     # Piped: a plain line per change, no carriage returns.
     assert "\r" not in out
-    assert out.splitlines()[0].startswith(f"train: {phases[0]}")
+    assert out.splitlines()[0].startswith(f"train: {moves[0]}")
 
 
-def test_mgj_logs_of_one_replica(api: ApiServer, capsys: pytest.CaptureFixture[str]) -> None:
-    api.jobs["train"] = {"metadata": {"name": "train"}, "status": {"phase": "Running"}}
-    api.pods = [pod(0), pod(1)]
-    api.logs = {"train-0": ["zero"], "train-1": ["one"]}
-    assert mgj(capsys, "logs", "train", "--replica", "1") == (  # the context's namespace
+def test_mgj_logs_of_one_replica(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    put_job(fake, status={"phase": "Running"})
+    put_pods(fake, pod(0), pod(1))
+    put_logs(fake, {"train-0": ["zero"], "train-1": ["one"]})
+    assert mgj(fake, capsys, "logs", "train", "--replica", "1") == (  # the context's namespace
         0,
         "[train-1 r1] one\n",
         "",
     )
-    code, _, err = mgj(capsys, "logs", "train", "-n", "team", "--replica", "5")
+    code, _, err = mgj(fake, capsys, "logs", "train", "-n", "team", "--replica", "5")
     assert code == 1
     assert "has no pod of replica 5 in attempt 1" in err
 
 
 def test_mgj_logs_follow_shows_the_jobs_status_on_stderr_when_piped(
-    api: ApiServer, capsys: pytest.CaptureFixture[str]
+    fake: FakeCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    api.jobs["train"] = {"metadata": {"name": "train"}, "status": {"phase": "Failed"}}
-    api.jobs["train"]["status"]["reason"] = "BackoffLimitExceeded"
-    api.pods = [pod(0)]
-    api.logs = {"train-0": ["zero"]}
-    code, out, err = mgj(capsys, "logs", "train", "--follow")
+    put_job(fake, status={"phase": "Failed", "reason": "BackoffLimitExceeded"})
+    put_pods(fake, pod(0))
+    put_logs(fake, {"train-0": ["zero"]})
+    code, out, err = mgj(fake, capsys, "logs", "train", "--follow")
     assert (code, out) == (0, "[train-0 r0] zero\n")
     assert err == "train: Failed (BackoffLimitExceeded), attempt 1\n"
 
 
 def test_mgj_submit_reads_stdin(
-    api: ApiServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fake: FakeCluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO(MANIFEST))
-    assert mgj(capsys, "submit", "-") == (0, "train\n", "")
+    assert mgj(fake, capsys, "submit", "-") == (0, "train\n", "")
 
 
 class Terminal(io.StringIO):
@@ -193,11 +218,11 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_mgj_wait_on_a_terminal_rewrites_one_status_line(api: ApiServer) -> None:
-    Client().create(MANIFEST)
-    api.phases = ["Pending", "Running", "Succeeded"]
+def test_mgj_wait_on_a_terminal_rewrites_one_status_line(fake: FakeCluster) -> None:
+    Client(cluster=fake).create(MANIFEST)
+    phases(fake, ["Pending", "Running", "Succeeded"])
     out = Terminal()
-    assert jobs.wait(Client(), "train", Phase.SUCCEEDED, 5, out) == 0
+    assert jobs.wait(Client(cluster=fake), "train", Phase.SUCCEEDED, 5, out) == 0
     shown = out.getvalue()
     assert shown.count("\r\033[K") == 3
     assert shown.endswith("\ntrain is Succeeded\n")
@@ -220,14 +245,25 @@ def test_progress_shows_in_get_and_wait(progress: dict[str, Any], text: str) -> 
     assert show.status_line("train", status).endswith(f", {text}")
 
 
-def test_mgj_get_stops_quietly_when_its_reader_goes_away(api: ApiServer) -> None:
+# `mgj get` in a process of its own, on an in-memory API server that holds one job.
+GET_ONE_JOB = """\
+import sys
+from multigpu_operator import cli
+from support.client_jobs import put_job
+from support.fake_cluster import FakeCluster
+fake = FakeCluster()
+put_job(fake)
+sys.exit(cli.main(["get"], cluster=fake))
+"""
+
+
+def test_mgj_get_stops_quietly_when_its_reader_goes_away(fake: FakeCluster) -> None:
     # `mgj get | head -1`, the reader gone before the first write: the write fails on a
     # closed pipe, and mgj says nothing about it.
-    Client().create(MANIFEST)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("PYTHONUNBUFFERED", None)  # a user's stdout: buffered, written at the end
     proc = subprocess.Popen(
-        [sys.executable, "-m", "multigpu_operator.cli", "get"],
+        [sys.executable, "-c", GET_ONE_JOB],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

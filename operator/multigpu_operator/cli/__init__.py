@@ -17,10 +17,11 @@ per part: the manifests read (manifests.py), render and run (render.py), the job
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -32,8 +33,13 @@ from multigpu_operator.cli.manifests import InvalidYaml, read_and_note
 from multigpu_operator.client.log_pods import LogsError
 from multigpu_operator.cluster.errors import ClusterError
 
+if TYPE_CHECKING:
+    from multigpu_operator.cluster.protocol import Cluster
 
-def main(argv: list[str] | None = None) -> int:
+
+def main(argv: list[str] | None = None, cluster: Cluster | None = None) -> int:
+    """`mgj ARGV...`; its requests go to `cluster` when given (tests' in-memory API
+    server), else to the API server of the kubeconfig's current context."""
     parser = argparse.ArgumentParser(prog="mgj", description="multigpu-operator tools")
     parser.add_argument("--version", action="version", version=f"mgj {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -64,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     source = getattr(args, "file", None)
     try:
-        return _dispatch(args)
+        return _dispatch(args, cluster)
     except BrokenPipeError:
         # The reader went away (`mgj crd | head`): stop quietly, with the status Python's
         # documentation advises. Python flushes stdout once more on exit; point it at
@@ -88,17 +94,22 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def check_on_server(manifests: list[Any], namespace: str) -> list[render.Checked]:
-    """Each job created as a dry run by the API server of the kubeconfig's current
-    context: as the server would store it, or the server's own words refusing it."""
-    from multigpu_operator.client import kubeconfig_login
-    from multigpu_operator.cluster.job_dry_run import dry_run_jobs
+def check_on_server(
+    cluster: Cluster | None, manifests: list[Any], namespace: str
+) -> list[render.Checked]:
+    """Each job created as a dry run by the API server (`cluster`, else the kubeconfig's
+    current context's): as the server would store it, or its own words refusing it."""
+    # Only here: the offline commands need no HTTP client.
+    from multigpu_operator.client import dry_run, kubeconfig_login, run_with
 
-    answers = dry_run_jobs(kubeconfig_login(), manifests, namespace)
+    def ask(kube: Cluster) -> Any:
+        return dry_run.dry_run_jobs(kube, manifests, namespace)
+
+    answers = run_with(cluster, kubeconfig_login(), ask)
     return [a if isinstance(a, dict) else [a] for a in answers]
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, cluster: Cluster | None) -> int:
     if args.command == "crd":
         yaml.safe_dump(crd(), sys.stdout, sort_keys=False)
         sys.stdout.flush()
@@ -106,11 +117,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         return render.run(args.file, args.namespace, local=args.local, cpu=args.cpu)
     if args.command in jobs.COMMANDS:
-        return jobs.run(args)
+        return jobs.run(args, cluster)
     if args.command == "logs":
-        return logs.logs(args)
+        return logs.logs(args, cluster)
     manifests = read_and_note(args.file)
-    check = check_on_server if args.server else render.check_offline
+    on_server = functools.partial(check_on_server, cluster)
+    check = on_server if args.server else render.check_offline
     objects, errors = render.render(manifests.jobs, args.namespace, check)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)

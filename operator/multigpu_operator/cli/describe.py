@@ -50,8 +50,10 @@ def conditions(status: JobStatus) -> list[str]:
 
 
 def event_line(event: Mapping[str, Any]) -> str:
-    count = int(event.get("count") or 1)
+    """One Event (events.k8s.io/v1, as the client reads them), repeats counted."""
+    series = event.get("series") or {}
+    count = int(series.get("count") or event.get("deprecatedCount") or 1)
     times = f" (x{count})" if count > 1 else ""
     kind = event.get("type") or "Normal"
     # A space after each column: a reason of 20 letters or more must not run into the text.
-    return f"{kind:<7} {event.get('reason') or '-':<20} {event.get('message') or ''}{times}"
+    return f"{kind:<7} {event.get('reason') or '-':<20} {event.get('note') or ''}{times}"

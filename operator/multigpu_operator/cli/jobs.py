@@ -20,6 +20,7 @@ from multigpu_operator.cli.show import job_table, show_job, status_line
 
 if TYPE_CHECKING:
     from multigpu_operator.client import Client
+    from multigpu_operator.cluster.protocol import Cluster
 
 COMMANDS = ("submit", "get", "wait", "delete", "describe")
 # Exit codes of `mgj wait`.
@@ -57,13 +58,13 @@ def _common(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return cmd
 
 
-def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+def run(args: argparse.Namespace, cluster: Cluster | None = None, out: TextIO | None = None) -> int:
     # Only here: the offline commands need no HTTP client.
     from multigpu_operator.client import Client, ClientError
 
     out = out or sys.stdout
     try:
-        code = _run(Client(args.namespace, args.kubeconfig), args, out)
+        code = _run(Client(args.namespace, args.kubeconfig, cluster=cluster), args, out)
     except ClientError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cli.progress_line import Above, StatusLine, is_terminal
 from multigpu_operator.cli.show import status_line
 from multigpu_operator.client.log_pods import LogRequest
+
+if TYPE_CHECKING:
+    from multigpu_operator.cluster.protocol import Cluster
 
 
 def add_parser(sub: Any) -> None:
@@ -47,16 +50,17 @@ def request_of(args: argparse.Namespace) -> LogRequest:
     )
 
 
-def logs(args: argparse.Namespace) -> int:
-    """`mgj logs`: the logs as they are, or followed until the job ends."""
+def logs(args: argparse.Namespace, cluster: Cluster | None = None) -> int:
+    """`mgj logs`: the logs as they are, or followed until the job ends; on `cluster`,
+    else on the kubeconfig's current context."""
     # Only here: the offline commands need no HTTP client.
-    from multigpu_operator.client import context_namespace, kubeconfig_login
-    from multigpu_operator.cluster.pod_logs import print_logs
+    from multigpu_operator.client import context_namespace, kubeconfig_login, pod_logs, run_with
 
     login = kubeconfig_login(args.kubeconfig)
     args.namespace = args.namespace or context_namespace(login)
+    request = request_of(args)
     if not args.follow:
-        print_logs(login, request_of(args), False, sys.stdout)
+        run_with(cluster, login, lambda kube: pod_logs.read_logs(kube, request, sys.stdout))
         return 0
     live = StatusLine(sys.stderr)
     out = Above(sys.stdout, live) if live.tty and is_terminal(sys.stdout) else sys.stdout
@@ -65,7 +69,7 @@ def logs(args: argparse.Namespace) -> int:
         live.show(status_line(args.job, JobStatus.model_validate(job.get("status") or {})))
 
     try:
-        print_logs(login, request_of(args), True, out, show)
+        run_with(cluster, login, lambda kube: pod_logs.follow_logs(kube, request, out, on_job=show))
     finally:
         live.end()
     return 0

@@ -1,4 +1,6 @@
-"""AsyncClient: the jobs of one namespace, in async form."""
+"""AsyncClient: the jobs of one namespace, in async form, through the Cluster verbs
+(cluster/protocol.py) the operator uses: on a Kube of the kubeconfig's login, or on the
+Cluster given (the tests' in-memory API server)."""
 
 from __future__ import annotations
 
@@ -20,35 +22,43 @@ from multigpu_operator.client.views import (
     JobView,
     Manifest,
     WaitTimeout,
+    context_namespace,
     job_view,
     kubeconfig_login,
     manifest_of,
 )
-from multigpu_operator.cluster.api import Kube
-from multigpu_operator.cluster.errors import ClusterError, Invalid, NotFound
-from multigpu_operator.cluster.kinds import JOBS, PODS
-from multigpu_operator.cluster.rest import Login, Rest
+from multigpu_operator.cluster.api import Kube, open_kube
+from multigpu_operator.cluster.errors import Forbidden, Invalid, NotFound
+from multigpu_operator.cluster.kinds import EVENTS, JOBS, PODS
+from multigpu_operator.cluster.login import Login
+from multigpu_operator.cluster.protocol import Cluster
 
 # How often `wait` reads the job again.
 POLL_S = 2.0
+# The name the API server records the client's writes under (managedFields).
+FIELD_MANAGER = "mgj"
 
 
 class AsyncClient:
     """MultiGPUJobs of one namespace (the argument, else the kubeconfig context's, else
-    `default`). Use as `async with AsyncClient() as jobs:` or call close()."""
+    `default`). Use as `async with AsyncClient() as jobs:` or call close(). On `cluster`
+    when given (it is not closed here), else on a connection of its own."""
 
     def __init__(
         self,
         namespace: str | None = None,
         kubeconfig: str | None = None,
         login: Login | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
-        self._login = login or kubeconfig_login(kubeconfig)
-        credentials = self._login()
-        self._rest = Rest(lambda: credentials, pool_size=8)
-        default = getattr(credentials, "default_namespace", None)
-        self.namespace: str = namespace or default or "default"
-        self._kube = Kube(self._rest)
+        login = login or kubeconfig_login(kubeconfig)
+        self._own: Kube | None = None
+        if cluster is None:
+            credentials = login()  # read once: the namespace and the connection
+            self._own = cluster = open_kube(lambda: credentials, 8, FIELD_MANAGER)
+            namespace = namespace or getattr(credentials, "default_namespace", None)
+        self.namespace: str = namespace or context_namespace(login)
+        self._kube: Cluster = cluster
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -57,20 +67,21 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        await self._rest.close()
+        if self._own is not None:
+            await self._own.close()
 
     async def create(self, job: Manifest) -> str:
         """Create the job; its name. InvalidJob with the API server's words if refused."""
         manifest = manifest_of(job)
-        namespace = (manifest.get("metadata") or {}).get("namespace") or self.namespace
+        meta = manifest.get("metadata") or {}
         try:
-            stored = await self._rest.json(
-                "POST", JOBS.path(namespace), {"fieldValidation": "Strict"}, manifest
+            stored = await self._kube.create(
+                JOBS, meta.get("namespace") or self.namespace, manifest
             )
-        except (Invalid, ClusterError) as err:
-            if isinstance(err, Invalid) or err.status in (403, 404, 409):
-                raise InvalidJob(err.message) from err
-            raise
+        except (Invalid, Forbidden, NotFound) as err:  # NotFound: no such namespace
+            raise InvalidJob(err.message) from err
+        if stored is None:  # the server's AlreadyExists
+            raise InvalidJob(f'{JOBS.plural}.{JOBS.group} "{meta.get("name")}" already exists')
         return str(stored["metadata"]["name"])
 
     async def get(self, name: str) -> JobView:
@@ -118,12 +129,12 @@ class AsyncClient:
         replica: int | None = None,
     ) -> AsyncGenerator[str]:
         """Every rank's log lines (without newlines), prefixed `[pod rN] `."""
-        from multigpu_operator.cluster import pod_logs
+        from multigpu_operator.client import pod_logs
 
         request = LogRequest(name, self.namespace, attempt, replica=replica)
         lines = _Lines()
         read = pod_logs.follow_logs if follow else pod_logs.read_logs
-        task = asyncio.ensure_future(read(self._rest, request, lines))
+        task = asyncio.ensure_future(read(self._kube, request, lines))
         try:
             while True:
                 getter = asyncio.ensure_future(lines.queue.get())
@@ -143,12 +154,11 @@ class AsyncClient:
             task.cancel()
 
     async def events(self, name: str) -> Events:
-        """The job's Events (core v1, whose involvedObject a field selector finds), oldest
+        """The job's Events as the operator posts them (events.k8s.io/v1: `reason`,
+        `note`, `type`, `series`; whose `regarding` a field selector finds), oldest
         first."""
-        selector = f"involvedObject.name={name},involvedObject.kind={KIND}"
-        path = f"/api/v1/namespaces/{self.namespace}/events"
-        answer = await self._rest.json("GET", path, {"fieldSelector": selector})
-        events: Events = answer.get("items") or []
+        fields = f"regarding.name={name},regarding.kind={KIND}"
+        events, _ = await self._kube.list(EVENTS, self.namespace, fields=fields)
         return sorted(events, key=_event_time)
 
     async def delete(
@@ -161,8 +171,7 @@ class AsyncClient:
         job is gone, so a job of the same name can be created at once."""
         await self._job(name)  # JobNotFound when there is none
         # Its pods go first (Foreground), so a job of the same name starts from none.
-        body = {"propagationPolicy": "Foreground"}
-        await self._rest.call("DELETE", JOBS.path(self.namespace, name), body=body)
+        await self._kube.delete(JOBS, self.namespace, name, propagation="Foreground")
         deadline = time.monotonic() + timeout
         while wait:
             try:
@@ -181,9 +190,11 @@ class AsyncClient:
 
 
 def _event_time(event: Mapping[str, Any]) -> str:
+    """When the Event was last seen (a series' last time, else its own)."""
     return str(
-        event.get("lastTimestamp")
+        (event.get("series") or {}).get("lastObservedTime")
         or event.get("eventTime")
+        or event.get("deprecatedLastTimestamp")
         or (event.get("metadata") or {}).get("creationTimestamp")
         or ""
     )

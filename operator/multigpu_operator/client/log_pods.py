@@ -1,7 +1,7 @@
 """A job's pod logs: which pods to read, in what order, and how their lines are shown
 (the client's `logs`, `mgj logs`).
 
-Pure: pods and the job come in as the API server's JSON; cluster/pod_logs.py does the
+Pure: pods and the job come in as the API server's JSON; client/pod_logs.py does the
 requests. A retry replaces a job's pods under the same names, so pods are told apart by
 the attempt label (api/pod_labels.py) and, while following, by their UID.
 """

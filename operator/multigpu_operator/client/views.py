@@ -16,7 +16,7 @@ from multigpu_operator.api.spec import API_VERSION, KIND, Job
 from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.client.log_pods import by_replica_index, pod_name
 from multigpu_operator.cluster.errors import ClusterError
-from multigpu_operator.cluster.rest import Credentials, Login
+from multigpu_operator.cluster.login import Credentials, Login
 
 Manifest = Mapping[str, Any] | str | Path | Job
 # The method `list` hides the builtin in the clients' bodies.

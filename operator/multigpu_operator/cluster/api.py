@@ -3,7 +3,9 @@
 `Kube` implements cluster.protocol.Cluster: everything above works on plain dicts and a
 Kind, and this module turns each verb into its request over cluster/rest.py, whose error
 answers are the domain errors of cluster/errors.py. Every request is counted and timed
-by verb and resource (mgj_api_requests_total).
+by verb and resource (mgj_api_requests_total). The operator makes one Kube on kopf's
+login (handlers.py); the client and `mgj` make their own with `open_kube`, on the
+kubeconfig's, and write under a field manager of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import orjson
 
 from multigpu_operator.cluster.errors import Conflict, NotFound
 from multigpu_operator.cluster.kinds import Kind
-from multigpu_operator.cluster.rest import MERGE_PATCH, Login, Rest, status_error
+from multigpu_operator.cluster.login import Login
+from multigpu_operator.cluster.rest import MERGE_PATCH, Rest, status_error
 from multigpu_operator.metrics import API_REQUESTS, api_request
 
 # The name the API server records the operator's writes under (managedFields).
@@ -30,8 +33,14 @@ async def connect(login: Login, pool_size: int = 64) -> Rest:
     return Rest(login, pool_size)
 
 
-def _write_params(kind: Kind, **more: str) -> dict[str, str]:
-    params = {"fieldManager": FIELD_MANAGER, **more}
+def open_kube(login: Login, pool_size: int = 8, field_manager: str = FIELD_MANAGER) -> Kube:
+    """A Kube on a connection pool of its own, for a command's or a notebook's few
+    requests; made in the event loop it serves, and close()d there."""
+    return Kube(Rest(login, pool_size), field_manager)
+
+
+def _write_params(kind: Kind, manager: str, **more: str) -> dict[str, str]:
+    params = {"fieldManager": manager, **more}
     if kind.strict:
         params["fieldValidation"] = "Strict"
     return params
@@ -42,18 +51,56 @@ class Kube:
     """The verbs of cluster.protocol.Cluster as requests."""
 
     rest: Rest
+    # The name the API server records this client's writes under (managedFields).
+    field_manager: str = FIELD_MANAGER
+
+    async def close(self) -> None:
+        await self.rest.close()
 
     async def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         with api_request("get", kind.plural):
             return await self.rest.json("GET", kind.path(namespace, name))
 
     async def list(
-        self, kind: Kind, namespace: str | None = None, selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        selector: str | None = None,
+        fields: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
+        params = {"labelSelector": selector} if selector else {}
+        if fields:
+            params["fieldSelector"] = fields
         with api_request("list", kind.plural):
-            params = {"labelSelector": selector} if selector else None
-            data = await self.rest.json("GET", kind.path(namespace), params)
+            data = await self.rest.json("GET", kind.path(namespace), params or None)
         return data["items"], data["metadata"]["resourceVersion"]
+
+    async def read(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        params: Mapping[str, str] | None = None,
+    ) -> str:
+        with api_request("get", f"{kind.plural}/{subresource}"):
+            answer = await self.rest.call("GET", kind.path(namespace, name, subresource), params)
+        return answer.decode(errors="replace")
+
+    async def stream(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[str]:
+        # Counted, not timed: a stream lasts as long as its source (a followed log).
+        API_REQUESTS.labels("get", f"{kind.plural}/{subresource}").inc()
+        path = kind.path(namespace, name, subresource)
+        # No total timeout: a followed container may be quiet for a long time.
+        async for line in self.rest.lines(path, params or {}, timeout_s=None):
+            yield line.decode(errors="replace").rstrip("\r\n")
 
     async def watch(
         self,
@@ -91,7 +138,8 @@ class Kube:
         dry_run: bool = False,
         read_back: bool = True,
     ) -> dict[str, Any] | None:
-        params = _write_params(kind, **({"dryRun": "All"} if dry_run else {}))
+        more = {"dryRun": "All"} if dry_run else {}
+        params = _write_params(kind, self.field_manager, **more)
         try:
             with api_request("dry-run" if dry_run else "create", kind.plural):
                 if not read_back:
@@ -106,7 +154,7 @@ class Kube:
         meta = body["metadata"]
         with api_request("update", kind.plural):
             path = kind.path(meta.get("namespace"), meta["name"])
-            return await self.rest.json("PUT", path, _write_params(kind), body)
+            return await self.rest.json("PUT", path, _write_params(kind, self.field_manager), body)
 
     async def patch(
         self,
@@ -124,7 +172,8 @@ class Kube:
         resource = f"{kind.plural}/{subresource}" if subresource else kind.plural
         with api_request("patch", resource):
             path = kind.path(namespace, name, subresource)
-            return await self.rest.json("PATCH", path, _write_params(kind), body, MERGE_PATCH)
+            params = _write_params(kind, self.field_manager)
+            return await self.rest.json("PATCH", path, params, body, MERGE_PATCH)
 
     async def delete(
         self,

@@ -1,10 +1,11 @@
-"""The calls the operator makes to the API server, as a Protocol: a handful of verbs
-over a Kind (cluster/kinds.py).
+"""The calls the operator, the client and `mgj` make to the API server, as a Protocol: a
+handful of verbs over a Kind (cluster/kinds.py).
 
 `cluster.api.Kube` is the real implementation; tests pass an in-memory API server
-(tests/support/fake_cluster.py). Objects go in and out as plain JSON-ready dicts.
-Errors are those of cluster/errors.py, never the client library's. Namespaces are
-ignored for cluster-scoped kinds; None lists and watches across all.
+(tests/support/fake_cluster.py), the same one to the operator, the client and `mgj`.
+Objects go in and out as plain JSON-ready dicts. Errors are those of cluster/errors.py,
+never the client library's. Namespaces are ignored for cluster-scoped kinds; None lists
+and watches across all.
 """
 
 from __future__ import annotations
@@ -21,10 +22,40 @@ class Cluster(Protocol):
         ...
 
     async def list(
-        self, kind: Kind, namespace: str | None = None, selector: str | None = None
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        selector: str | None = None,
+        fields: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
-        """The objects matching the label `selector`, and the list's resourceVersion to
-        watch from; NotFound when the kind is not served (Kueue not installed)."""
+        """The objects matching the label `selector` and the field selector `fields`
+        (`involvedObject.name=x`, as the kind supports), and the list's resourceVersion
+        to watch from; NotFound when the kind is not served (Kueue not installed)."""
+        ...
+
+    async def read(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        params: Mapping[str, str] | None = None,
+    ) -> str:
+        """A subresource that is text, not an object: a pod's `log` (`params` its
+        query). NotFound if the object is absent; a 400 (Invalid) when the server cannot
+        give it yet, as for a container still waiting to start."""
+        ...
+
+    def stream(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[str]:
+        """The same, line by line (without line ends) as the server sends them, until it
+        ends the answer: a followed pod log, until the container ends. No time limit."""
         ...
 
     def watch(

@@ -10,9 +10,8 @@ a pod, else the kubeconfig): the very connection kopf's watches use.
 from __future__ import annotations
 
 import contextlib
-import ssl
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
 
 import aiohttp
 import orjson
@@ -21,6 +20,7 @@ from yarl import URL
 
 from multigpu_operator import __version__
 from multigpu_operator.cluster.errors import ClusterError, Unreachable, from_status
+from multigpu_operator.cluster.login import Credentials, Login
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -28,24 +28,6 @@ MERGE_PATCH = "application/merge-patch+json"
 # --request-timeout is 60 s): a frozen server or a lost connection ends as Unreachable
 # instead of holding a worker or a watch for aiohttp's default five minutes.
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=70)
-
-
-class Credentials(Protocol):
-    """What a login gives (kopf.ConnectionInfo is one): where the API server is and how
-    to prove who we are."""
-
-    @property
-    def server(self) -> str: ...
-
-    @property
-    def proxy_url(self) -> str | None: ...
-
-    def as_ssl_context(self) -> ssl.SSLContext: ...
-
-    def as_http_headers(self) -> dict[str, str]: ...
-
-
-Login = Callable[[], Credentials | None]
 
 
 class Rest:
