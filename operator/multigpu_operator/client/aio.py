@@ -56,7 +56,7 @@ class AsyncClient:
         if cluster is None:
             credentials = login()  # read once: the namespace and the connection
             self._own = cluster = open_kube(lambda: credentials, 8, FIELD_MANAGER)
-            namespace = namespace or getattr(credentials, "default_namespace", None)
+            namespace = namespace or getattr(credentials, "default_namespace", None) or "default"
         self.namespace: str = namespace or context_namespace(login)
         self._kube: Cluster = cluster
 
