@@ -27,8 +27,14 @@ from typing import Any, NoReturn
 import torch
 import torch.distributed as dist
 
-# The stores torch.distributed uses itself; their public aliases are not typed.
-from torch._C._distributed_c10d import HashStore, PrefixStore, Store, TCPStore
+# torch.distributed's documented store classes. Its stubs import them without
+# re-exporting them; mypy still sees their real types through the ignore.
+from torch.distributed import (  # type: ignore[attr-defined]
+    HashStore,
+    PrefixStore,
+    Store,
+    TCPStore,
+)
 
 from multigpu_train.errors import SetupError
 from multigpu_train.world import World
@@ -175,6 +181,14 @@ def global_accuracy(correct: int, total: int, device: torch.device) -> float:
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(counts)
     return float(counts[0] / counts[1]) if counts[1] > 0 else float("nan")
+
+
+def behind_most(count: int, device: torch.device) -> int:
+    """How many fewer than the most of any rank ``count`` is (an all-reduce)."""
+    most = torch.tensor([count], dtype=torch.int64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    return int(most[0]) - count
 
 
 def destroy_process_group() -> None:
