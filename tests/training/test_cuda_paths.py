@@ -89,7 +89,7 @@ def test_pipeline_stages_are_gathered_as_cpu_tensors(monkeypatch: pytest.MonkeyP
             }
         on_gpu = [x for x in tensors_in(t.optimizer.state_dict()) if x.device.type == "cuda"]
         assert len(on_gpu) == 8, "the test's optimizer state must start on the GPU"
-        state = t.state_dict()
+        state = t.checkpoints.state_dict()
     (mine,) = sent
     where = {str(x.device) for x in tensors_in(mine)}
     assert where == {"cpu"}, "a gathered tensor would be unpickled onto a GPU of rank 0"

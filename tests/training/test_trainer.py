@@ -1,4 +1,5 @@
-"""The Trainer's checkpoint state: its format, and loading it into every model layout."""
+"""A Trainer's checkpoint state (its CheckpointManager): the format, and loading it
+into every model layout."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def trained(seed: int = 0) -> Trainer:
 
 def test_state_dict_is_the_checkpoint_format() -> None:
     t = trained(seed=5)
-    state = t.state_dict()
+    state = t.checkpoints.state_dict()
     assert state is not None
     assert set(state) == {
         "epoch", "step", "model", "optimizer", "sampler", "world_size", "saved_at"
@@ -61,14 +62,14 @@ def test_state_dict_is_the_checkpoint_format() -> None:
 
 
 def test_round_trip_restores_weights_optimizer_epoch_and_seed() -> None:
-    saved = trained(seed=5).state_dict()
+    saved = trained(seed=5).checkpoints.state_dict()
     assert saved is not None
     fresh = trainer(model(), seed=0)
-    fresh.load_state_dict(saved)
+    fresh.checkpoints.load_state_dict(saved)
     assert (fresh.epoch, fresh.seed, fresh.count.done) == (1, 5, 2)
     for name, value in fresh.model.state_dict().items():
         torch.testing.assert_close(value, saved["model"][name])
-    again = fresh.state_dict()
+    again = fresh.checkpoints.state_dict()
     assert again is not None
     torch.testing.assert_close(again["optimizer"], saved["optimizer"])
 
@@ -88,7 +89,7 @@ def old_checkpoint(net: nn.Module, optimizer: Any) -> dict[str, Any]:
 def test_a_checkpoint_written_before_loads() -> None:
     source = trained()
     fresh = trainer(model())
-    fresh.load_state_dict(old_checkpoint(source.model, source.optimizer.state_dict()))
+    fresh.checkpoints.load_state_dict(old_checkpoint(source.model, source.optimizer.state_dict()))
     assert (fresh.epoch, fresh.seed) == (3, 7)
     for name, value in fresh.model.state_dict().items():
         torch.testing.assert_close(value, source.model.state_dict()[name])
@@ -105,7 +106,7 @@ def test_pipeline_checkpoint_loads_into_a_whole_model_with_a_fresh_optimizer(
     per_stage = [source.optimizer.state_dict()] * 2
     fresh = trainer(model())
     with caplog.at_level(logging.WARNING):
-        fresh.load_state_dict(old_checkpoint(source.model, per_stage))
+        fresh.checkpoints.load_state_dict(old_checkpoint(source.model, per_stage))
     assert "does not match a whole model; starting it afresh" in caplog.text
     assert not fresh.optimizer.state_dict()["state"]
     for name, value in fresh.model.state_dict().items():
@@ -119,7 +120,9 @@ def test_a_stage_loads_its_share_of_a_whole_model_checkpoint(
     stage = dist_pipeline.own_stage(model(), 1, 2, CPU)
     stage_optimizer = torch.optim.Adam(stage.parameters()).state_dict()
     fresh = trainer(stage, StageOnly(stage, RankStage(1, 2)))
-    fresh.load_state_dict(old_checkpoint(source.model, [{"unused": 0}, stage_optimizer]))
+    fresh.checkpoints.load_state_dict(
+        old_checkpoint(source.model, [{"unused": 0}, stage_optimizer])
+    )
     whole = source.model.state_dict()
     assert stage.state_dict().keys() < whole.keys()
     for name, value in stage.state_dict().items():
@@ -127,5 +130,7 @@ def test_a_stage_loads_its_share_of_a_whole_model_checkpoint(
     assert not caplog.text
     # A whole-model optimizer state does not fit a stage: it starts afresh.
     with caplog.at_level(logging.WARNING):
-        fresh.load_state_dict(old_checkpoint(source.model, source.optimizer.state_dict()))
+        fresh.checkpoints.load_state_dict(
+            old_checkpoint(source.model, source.optimizer.state_dict())
+        )
     assert "does not match 2 stages; starting it afresh" in caplog.text

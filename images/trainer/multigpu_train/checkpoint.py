@@ -1,4 +1,4 @@
-"""Checkpoints: rank 0 alone reads and writes them, and a write is all-or-nothing.
+"""The whole-model checkpoint file: rank 0 alone reads and writes it, all or nothing.
 
 The file holds the epoch to run (so a finished epoch is never repeated), the optimizer
 steps done so far (the job's progress; older images wrote none), the model and
@@ -7,11 +7,9 @@ epoch (``--checkpoint-every-steps``) also holds the sampler's position: how many
 samples of that epoch's order were trained, so a resumed job trains only the rest. In
 fp16 it holds the gradient scaler's state. Both keys appear only when they say
 something: a checkpoint at an epoch's end in fp32 keeps the format of earlier images.
-On a restart rank 0 reads it and sends it on over the checkpoint group (gloo, host
-memory), so only rank 0's pod needs the volume (a PVC in Kubernetes). Rank 0 maps the
-file (``mmap``) rather than reading it whole; the stages of a pipeline each receive
-only their own share (``stage_share``), so a rank's memory at a resume does not grow
-with the number of ranks.
+Rank 0 maps the file (``mmap``) rather than reading it whole; how the other ranks get
+it is the CheckpointManager's part (checkpoint_manager.py). Sharded models use another
+layout (checkpoint_layout.py).
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from typing import Any
 
 import torch
 
+from multigpu_train.checkpoint_layout import fsync_dir
 from multigpu_train.steps import RankStage
 
 log = logging.getLogger(__name__)
@@ -37,13 +36,23 @@ def path_in(directory: Path) -> Path:
     return directory / FILENAME
 
 
+def leftovers(directory: Path) -> list[Path]:
+    """Temporary files of writes that never finished (a process killed mid-write)."""
+    return sorted(directory.glob(f".{FILENAME}.*.tmp")) if directory.is_dir() else []
+
+
 def save(directory: Path, state: State) -> Path:
     """Write atomically: a crash mid-write leaves the previous checkpoint intact.
 
     The temporary file sits in the same directory, so os.replace is a rename on one
     file system; fsync makes the data durable before the rename makes it visible.
+    Temporary files of earlier writes killed midway are removed first: only rank 0
+    writes, so none of them is still being written.
     """
     directory.mkdir(parents=True, exist_ok=True)
+    for stale in leftovers(directory):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
     target = path_in(directory)
     tmp = directory / f".{FILENAME}.{os.getpid()}.tmp"
     try:
@@ -56,18 +65,9 @@ def save(directory: Path, state: State) -> Path:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_dir(directory)
+    # Makes the rename itself durable.
+    fsync_dir(directory)
     return target
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable; some file systems cannot open a directory.
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def load(directory: Path) -> State | None:
@@ -150,13 +150,18 @@ def save_on_rank0(rank: int, directory: Path | None, state: State) -> float | No
     if rank != 0 or directory is None:
         return None
     target = save(directory, state)
+    log_saved(target, state)
+    saved_at: float = state["saved_at"]
+    return saved_at
+
+
+def log_saved(target: Path, state: State) -> None:
+    """The line a script or test can rely on (docs/training.md)."""
     position = position_of(state)
     if position:
         log.info("checkpoint saved: %s (epoch %d at sample %d)", target, state["epoch"], position)
     else:
         log.info("checkpoint saved: %s (next epoch %d)", target, state["epoch"])
-    saved_at: float = state["saved_at"]
-    return saved_at
 
 
 def load_on_rank0(directory: Path | None, rank: int) -> State | None:

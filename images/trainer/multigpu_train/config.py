@@ -20,6 +20,7 @@ DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 SCHEDULES = ("GPipe", "1F1B")
 PRECISIONS = ("fp32", "bf16", "fp16")
+SHARDINGS = ("none", "full", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,10 @@ class TrainConfig:
     gradient_as_bucket_view: bool = True
     grad_accum_steps: int = 1
     find_unused_parameters: bool = False
+    # Sharded data parallel (FSDP2) instead of DDP, and per-block options (blocks.py).
+    sharding: str = "none"
+    activation_checkpointing: bool = False
+    compile: bool = False
     # Pipeline (ModelParallel) knobs; 0 stages = decided by the entrypoint.
     stages: int = 0
     micro_batches: int = 4
@@ -170,6 +175,20 @@ DDP = (
         _bool,
         "walk the graph each step for unused parameters",
     ),
+    Option(
+        "--sharding",
+        "MGJ_SHARDING",
+        str,
+        "none: DDP; full: FSDP2 across all ranks; hybrid: FSDP2 within a pod, replicas across",
+        SHARDINGS,
+    ),
+    Option(
+        "--activation-checkpointing",
+        "MGJ_ACTIVATION_CHECKPOINTING",
+        _bool,
+        "recompute each block's activations in the backward (default off)",
+    ),
+    Option("--compile", "MGJ_COMPILE", _bool, "torch.compile each block (default off)"),
 )
 PIPELINE = (
     Option("--stages", "MGJ_PIPELINE_STAGES", int, "pipeline stages (0 = decided at start)"),

@@ -4,7 +4,8 @@ The Trainer (trainer.py) owns the loop, the optimizer and the checkpoints; a ste
 only the forward and backward of a batch. Two kinds cover every mode:
 
 - ``ForwardBackward``: loss and backward through a module that wraps the model, namely
-  ``nn.DataParallel``, ``DistributedDataParallel``, or the in-pod ``LocalPipeline``.
+  ``nn.DataParallel``, ``DistributedDataParallel``, the in-pod ``LocalPipeline``, or
+  the model itself sharded in place (``fully_shard``, sharding.py).
 - ``ScheduleStep`` (dist_pipeline.py): a torch.distributed.pipelining schedule, one
   stage per rank; only the last rank sees the loss and the outputs.
 """
@@ -17,6 +18,7 @@ from typing import Protocol
 
 import torch
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel
 
 from multigpu_train.precision import Precision
@@ -94,6 +96,9 @@ class ForwardBackward:
         # The forward must run inside no_sync too, or DDP still synchronises.
         if not sync and isinstance(self.forward, DistributedDataParallel):
             return self.forward.no_sync()
+        # Sharded: no reduce-scatter either (the unsharded gradients are kept meanwhile).
+        if isinstance(self.forward, FSDPModule):
+            self.forward.set_requires_gradient_sync(sync)
         return contextlib.nullcontext()
 
     def forward_backward(

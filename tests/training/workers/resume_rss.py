@@ -12,7 +12,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from multigpu_train.trainer import Trainer
+from multigpu_train.checkpoint_manager import CheckpointManager
 
 
 def _kib(field: str) -> int:
@@ -24,15 +24,15 @@ def _kib(field: str) -> int:
 
 def main() -> None:
     module, flags = sys.argv[1], sys.argv[2:]
-    resume = Trainer.resume
+    resume = CheckpointManager.resume
 
-    def measured(self: Trainer) -> None:
+    def measured(self: CheckpointManager) -> None:
         Path("/proc/self/clear_refs").write_text("5")
         before = _kib("VmRSS")
         resume(self)
         print(f"resume peak rss growth kib={_kib('VmHWM') - before}", flush=True)
 
-    Trainer.resume = measured  # type: ignore[method-assign]
+    CheckpointManager.resume = measured  # type: ignore[method-assign]
     sys.argv = [module, *flags]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
