@@ -12,6 +12,7 @@ from typing import Any
 from multigpu_operator.api.names import job_selector
 from multigpu_operator.api.spec import KIND
 from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
+from multigpu_operator.client import pod_logs
 from multigpu_operator.client.log_pods import LogRequest, LogsError
 from multigpu_operator.client.views import (
     ClientError,
@@ -129,8 +130,6 @@ class AsyncClient:
         replica: int | None = None,
     ) -> AsyncGenerator[str]:
         """Every rank's log lines (without newlines), prefixed `[pod rN] `."""
-        from multigpu_operator.client import pod_logs
-
         request = LogRequest(name, self.namespace, attempt, replica=replica)
         lines = _Lines()
         read = pod_logs.follow_logs if follow else pod_logs.read_logs

@@ -29,7 +29,7 @@ class Cluster(Protocol):
         fields: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """The objects matching the label `selector` and the field selector `fields`
-        (`involvedObject.name=x`, as the kind supports), and the list's resourceVersion
+        (`regarding.name=x` for Events, as the kind supports), and the list's resourceVersion
         to watch from; NotFound when the kind is not served (Kueue not installed)."""
         ...
 
