@@ -97,7 +97,7 @@ async def summary(name: str) -> None:
         view, events = await asyncio.gather(aio.get(name), aio.events(name))
         print(f"{view.name}: {view.phase}, attempt {view.status.attempt}")
         for event in events:
-            print(f"  event {event.get('reason')}: {event.get('message')}")
+            print(f"  event {event.get('reason')}: {event.get('note')}")
         lines = [line async for line in aio.logs(name, replica=0)]
         print(f"  rank 0's last line: {lines[-1] if lines else '-'}")
 

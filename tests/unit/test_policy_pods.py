@@ -6,13 +6,8 @@ from typing import Any
 
 import pytest
 
-from multigpu_operator.policy.kube.pods import (
-    ObservedPodCounts,
-    attempt_of,
-    count_pods,
-    replica_index,
-    with_attempt,
-)
+from multigpu_operator.api.pod_labels import attempt_of, replica_index, with_attempt
+from multigpu_operator.policy.kube.pods import ObservedPodCounts, count_pods
 from support.policy import pod
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from multigpu_operator.api.pod_labels import attempt_of, replica_index
 from multigpu_operator.api.spec import Mode
 from multigpu_operator.api.status import Phase
 from multigpu_operator.api.template import trainer_index
@@ -30,7 +31,7 @@ from multigpu_operator.cluster.informer import JobKey, PodInformer
 from multigpu_operator.controller.plan_cache import PlanCache
 from multigpu_operator.plan.env import metrics_port
 from multigpu_operator.policy import training as gauges
-from multigpu_operator.policy.kube.pods import attempt_of, being_deleted, replica_index
+from multigpu_operator.policy.kube.pods import being_deleted
 from multigpu_operator.policy.training import (
     PROGRESS_READ_SECONDS,
     ProcessReport,

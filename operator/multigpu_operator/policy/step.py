@@ -14,12 +14,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from multigpu_operator.api.pod_labels import attempt_of
 from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import ConditionType, JobStatus, Phase, RuleRestarts
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.kube.conditions import ConditionChange, Event
 from multigpu_operator.policy.kube.kueue_admission import Admission
-from multigpu_operator.policy.kube.pods import attempt_of, being_deleted
+from multigpu_operator.policy.kube.pods import being_deleted
 from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]

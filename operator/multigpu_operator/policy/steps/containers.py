@@ -23,16 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from multigpu_operator.api.pod_labels import replica_index
 from multigpu_operator.api.start import StartTimeoutAction
 from multigpu_operator.api.status import Condition, ConditionType, JobStatus
 from multigpu_operator.policy.failures.fail import fail
 from multigpu_operator.policy.kube.conditions import ConditionChange, Event, condition
-from multigpu_operator.policy.kube.pods import (
-    count_pods,
-    name_of,
-    replica_index,
-    waiting_containers,
-)
+from multigpu_operator.policy.kube.pods import count_pods, name_of, waiting_containers
 from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 

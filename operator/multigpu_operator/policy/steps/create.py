@@ -5,8 +5,9 @@ old ones have left."""
 
 from __future__ import annotations
 
+from multigpu_operator.api.pod_labels import with_attempt
 from multigpu_operator.policy.failures.avoidance import kept_off
-from multigpu_operator.policy.kube.pods import name_of, with_attempt
+from multigpu_operator.policy.kube.pods import name_of
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 

@@ -5,10 +5,11 @@ elastic.belowMinTimeoutSeconds onBelowMin applies."""
 from __future__ import annotations
 
 from multigpu_operator.api.lifecycle import BelowMinAction
+from multigpu_operator.api.pod_labels import replica_index
 from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.failures.fail import fail
 from multigpu_operator.policy.kube.conditions import Event, cleared
-from multigpu_operator.policy.kube.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.kube.pods import count_pods, name_of
 from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 

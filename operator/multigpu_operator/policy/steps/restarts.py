@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from multigpu_operator.api.failure_policy import FailureAction
+from multigpu_operator.api.pod_labels import attempt_of, replica_index
 from multigpu_operator.api.status import ConditionType, JobStatus
 from multigpu_operator.policy.failures.avoidance import avoided_after
 from multigpu_operator.policy.failures.end_attempt import end_attempt
@@ -24,7 +25,7 @@ from multigpu_operator.policy.failures.fail import fail
 from multigpu_operator.policy.failures.failed_pods import Failure, failures, lost_pod
 from multigpu_operator.policy.failures.rules import judge
 from multigpu_operator.policy.kube.conditions import condition
-from multigpu_operator.policy.kube.pods import attempt_of, being_deleted, name_of, replica_index
+from multigpu_operator.policy.kube.pods import being_deleted, name_of
 from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from multigpu_operator.api.failure_policy import Fault
+from multigpu_operator.api.pod_labels import replica_index
 from multigpu_operator.api.stall import (
     AUTO_FLOOR_SECONDS,
     AUTO_STEP_TIMES,
@@ -35,7 +36,7 @@ from multigpu_operator.policy.failures.fail import fail
 from multigpu_operator.policy.failures.failed_pods import Failure
 from multigpu_operator.policy.failures.faults import Diagnosis, node_of
 from multigpu_operator.policy.kube.conditions import ConditionChange, cleared, condition
-from multigpu_operator.policy.kube.pods import count_pods, name_of, replica_index
+from multigpu_operator.policy.kube.pods import count_pods, name_of
 from multigpu_operator.policy.kube.timestamps import parse_time, rfc3339
 from multigpu_operator.policy.step import Observed, Outcome, Progress
 from multigpu_operator.policy.steps.stall_ranks import describe, stopped

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from multigpu_operator.api.pod_labels import with_attempt
 from multigpu_operator.api.status import TERMINAL
 from multigpu_operator.plan import DesiredState
-from multigpu_operator.policy.kube.pods import being_deleted, with_attempt
+from multigpu_operator.policy.kube.pods import being_deleted
 from multigpu_operator.policy.step import Decision
 
 
