@@ -1,4 +1,4 @@
-"""Checkpoints are written whole or not at all, and by rank 0 only."""
+"""Checkpoints are written whole or not at all, by rank 0 only, and leave no temporary files."""
 
 from __future__ import annotations
 
@@ -75,3 +75,13 @@ def test_load_refuses_code_in_a_checkpoint(tmp_path: Path) -> None:
     torch.save({"epoch": 1, "model": {}, "hook": Path("/")}, tmp_path / checkpoint.FILENAME)
     with pytest.raises(Exception, match="Weights only load failed"):
         checkpoint.load(tmp_path)
+
+
+def test_a_save_removes_what_writes_killed_midway_left(tmp_path: Path) -> None:
+    """A process killed mid-write cannot remove its temporary file: the next save does."""
+    checkpoint.save(tmp_path, state(1))
+    for pid in (123, 456):
+        (tmp_path / f".{checkpoint.FILENAME}.{pid}.tmp").write_bytes(b"torn")
+    assert len(checkpoint.leftovers(tmp_path)) == 2
+    checkpoint.save(tmp_path, state(2))
+    assert [p.name for p in tmp_path.iterdir()] == [checkpoint.FILENAME]
