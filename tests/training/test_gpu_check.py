@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
 
 from multigpu_train import devices, driver
 from multigpu_train.errors import SetupError
-from multigpu_train.gpu_check import figures, machine, measure, runs
+from multigpu_train.gpu_check import decoder, figures, machine, measure, reshard, runs
 from multigpu_train.gpu_check.report import Report
 from training import procs
 
@@ -165,13 +167,19 @@ def test_runs_follow_the_devices() -> None:
         "DataParallel over 1 device(s)",
         "DataParallel over 1 device(s), fp16 autocast",
         "pipeline in one process, 2 stages",
+        "FSDP2 under torchrun, 1 process(es)",
+        "FSDP2, activation checkpointing and torch.compile per block",
     ]
+    # No bf16: the sharded runs train in fp32 (fp16 is refused with sharding).
+    sharded = runs.technique_runs(runs.Target("cuda", 1, bf16=False))[-1].command
+    assert sharded[sharded.index("--precision") + 1] == "fp32"
     eight = runs.technique_runs(runs.Target("cuda", 8, bf16=True))
     names = [r.name for r in eight]
     assert names[1] == "DDP, bf16"
     assert "DataParallel over 8 device(s), bf16 autocast" in names
-    assert names[-3:] == [
+    assert names[-4:] == [
         "DDP under torchrun, 8 processes",
+        "FSDP2 hybrid under torchrun, 8 processes",
         "pipeline across 8 ranks, 1F1B",
         "pipeline across 8 ranks, fp16, checkpoints on",
     ]
@@ -188,13 +196,15 @@ def test_one_gpu_says_what_it_skips_and_why() -> None:
     assert figures.labels(one) == [
         "ratio DDP on 1 GPU / plain loop, bf16",
         "MFU transformer, bf16",
+        "MFU GPT decoder 1.1B, seq 2048, bf16",
+        "MFU GPT decoder 1.1B, seq 2048, bf16, torch.compile per block",
     ]
     skipped = dict(figures.skipped(one))
     assert "NCCL all-reduce bus bandwidth" in skipped
     assert all("one GPU cannot host two NCCL ranks" in why for why in skipped.values())
     assert figures.skipped(runs.Target("cuda", 2, bf16=True)) == []
     # Before compute capability 8.0 bf16 is emulated: its utilisation would mislead.
-    assert figures.labels(runs.Target("cuda", 1, bf16=False))[-1] == "MFU transformer, fp16"
+    assert figures.labels(runs.Target("cuda", 1, bf16=False))[1] == "MFU transformer, fp16"
 
 
 def test_figures_on_two_cpu_stand_ins(capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,6 +221,7 @@ def test_figures_on_two_cpu_stand_ins(capsys: pytest.CaptureFixture[str]) -> Non
         "ratio DataParallel / DDP, 2 CPU processes",
         "all-reduce bus bandwidth",
         "MFU transformer, bf16",
+        "MFU GPT decoder 0.12M, seq 64, bf16",
     ):
         assert label in out
     assert "(gloo, 2 ranks, 4 MiB)" in out
@@ -222,3 +233,48 @@ def test_runs_find_the_package_this_check_was_started_from() -> None:
     source = str(Path(runs.__file__).resolve().parents[2])
     assert env["PYTHONPATH"].split(os.pathsep)[0] == source
     assert env["MGJ_DEVICE"] == "cpu"
+
+
+def test_the_decoder_is_about_1b_and_its_flops_are_6n_plus_attention() -> None:
+    size = decoder.GPU_DECODER
+    assert 1.0e9 < decoder.parameters(size) < 1.2e9
+    assert sum(p.numel() for p in decoder.Decoder(decoder.CPU_DECODER).parameters()) == (
+        decoder.parameters(decoder.CPU_DECODER)
+    )
+    # 20 blocks of 12 x 2048^2, the tied 2048 x 32000 output; attention 12 x 20 x 2048 x 2048.
+    n = 20 * 12 * 2048**2 + 2048 * 32000
+    assert decoder.flops_per_token(size) == 6 * n + 12 * 20 * 2048 * 2048
+    # 10,000 tokens/s on a 989 TFLOP/s card.
+    assert decoder.mfu(10_000, size, 989.0) == pytest.approx(
+        10_000 * (6 * n + 12 * 20 * 2048**2) / 989e12
+    )
+
+
+def test_the_flop_formula_counts_what_torch_counts() -> None:
+    """The formula against torch's FlopCounterMode on a small decoder: attention through
+    the math kernel, whose matrix products the counter sees (the fused CPU kernel is
+    not counted)."""
+    size = decoder.CPU_DECODER
+    model = decoder.Decoder(size)
+    tokens = torch.randint(0, size.vocab, (size.batch, size.seq + 1))
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        logits = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten())
+        loss.backward()  # type: ignore[no-untyped-call]
+    per_token = counter.get_total_flops() / (size.batch * size.seq)
+    assert per_token == decoder.flops_per_token(size)
+
+
+def test_a_gpu_too_small_for_the_decoder_skips_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(figures, "gpu_memory_gib", lambda: 22.0)
+    one = runs.Target("cuda", 1, bf16=True)
+    assert not any("decoder" in label for label in figures.labels(one))
+    skipped = dict(figures.skipped(one))
+    assert skipped["MFU GPT decoder 1.1B, seq 2048, bf16"].startswith("needs about 40 GiB")
+
+
+def test_the_sharded_checkpoint_run_on_two_cpu_stand_ins_resumes_on_one() -> None:
+    outcome = reshard.dcp_run(runs.Target("cpu", 2, bf16=True))
+    assert outcome.ok, outcome.detail
+    assert outcome.name == runs.EXTRA_RUNS[2]
+    assert outcome.detail == "saved by 2, resumed by 1 (resharded)"

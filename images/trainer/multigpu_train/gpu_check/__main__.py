@@ -19,7 +19,7 @@ import torch
 
 import multigpu_train
 from multigpu_train import driver
-from multigpu_train.gpu_check import figures, machine, runs
+from multigpu_train.gpu_check import figures, machine, reshard, runs
 from multigpu_train.gpu_check.report import Report
 
 REPORT_ENV = "MGJ_GPU_CHECK_REPORT"
@@ -147,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.run(runs.resume_run(target))
     if in_budget(runs.EXTRA_RUNS[1]):
         report.run(runs.elastic_run(target))
+    if in_budget(runs.EXTRA_RUNS[2]):
+        report.run(reshard.dcp_run(target))
     figures.measure_all(report, target, args.peak_tflops)
     for name, why in figures.skipped(target):
         report.skip(name, why)

@@ -131,12 +131,29 @@ def technique_runs(target: Target) -> list[Run]:
     ]
     if target.bf16:
         runs.insert(1, Run("DDP, bf16", python(*ddp, "--precision", "bf16"), env))
+    # Sharded (FSDP2): bf16 through its mixed-precision policy (fp16 is refused there).
+    sharded_precision = ("--precision", "bf16" if target.bf16 else "fp32")
+    sharded = (*ddp, "--sharding", "full", *sharded_precision)
+    runs += [
+        Run(f"FSDP2 under torchrun, {n} process(es)", torchrun(n, *sharded), env),
+        Run(
+            "FSDP2, activation checkpointing and torch.compile per block",
+            torchrun(n, *sharded, "--activation-checkpointing", "true", "--compile", "true"),
+            env,
+        ),
+    ]
     if n >= 2:
         # 1F1B needs at least as many micro-batches as stages, each of the same size.
         batch = str(max(64 // n, 4) * n)
         pipeline = flags(target, "--batch-size", batch, "--micro-batches", str(n), *layers)
         runs += [
             Run(f"DDP under torchrun, {n} processes", torchrun(n, *ddp), env),
+            # One pod of n processes: a (1, n) mesh, the 2-D mesh's code path.
+            Run(
+                f"FSDP2 hybrid under torchrun, {n} processes",
+                torchrun(n, *ddp, "--sharding", "hybrid", *sharded_precision),
+                env,
+            ),
             Run(
                 f"pipeline across {n} ranks, 1F1B",
                 torchrun(n, "multigpu_train.pipeline", *pipeline),
@@ -249,6 +266,7 @@ def resume_run(target: Target) -> Outcome:
 EXTRA_RUNS = (
     "resume mid-epoch after a kill (DDP, fp16)",
     "elastic restart: a worker killed, torchrun restarts it",
+    "DCP save, resume and reshard (FSDP2)",
 )
 
 
