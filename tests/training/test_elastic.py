@@ -19,7 +19,7 @@ EPOCHS = 12
 KILL_AFTER_CHECKPOINT = 2
 
 
-def torchrun_command(port: int, checkpoint_dir: Path) -> list[str]:
+def torchrun_command(port: int, checkpoint_dir: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -39,24 +39,30 @@ def torchrun_command(port: int, checkpoint_dir: Path) -> list[str]:
         str(EPOCHS),
         "--checkpoint-dir",
         str(checkpoint_dir),
+        *extra,
     ]
 
 
+PER_ROUND = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
 @pytest.mark.parametrize(
-    "store_env",
+    ("store_env", "flags"),
     [
         # torchrun's default: workers share the rendezvous store across restarts, and
         # the trainer keeps each round's keys apart (multigpu_train/distributed.py).
-        pytest.param({}, id="shared-store"),
+        pytest.param({}, [], id="shared-store"),
         # What the operator sets for Elastic jobs (docs/env-contract.md).
-        pytest.param({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}, id="store-per-round"),
+        pytest.param(PER_ROUND, [], id="store-per-round"),
+        # Sharded (FSDP2): the restarted round reads its shards of the DCP checkpoint.
+        pytest.param(PER_ROUND, ["--sharding", "full"], id="sharded"),
     ],
 )
 def test_killed_worker_is_restarted_and_training_resumes(
-    tmp_path: Path, store_env: dict[str, str]
+    tmp_path: Path, store_env: dict[str, str], flags: list[str]
 ) -> None:
     proc = subprocess.Popen(
-        torchrun_command(procs.free_port(), tmp_path),
+        torchrun_command(procs.free_port(), tmp_path, *flags),
         env=procs.clean_env(store_env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
