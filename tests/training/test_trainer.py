@@ -4,6 +4,7 @@ into every model layout."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -134,3 +135,12 @@ def test_a_stage_loads_its_share_of_a_whole_model_checkpoint(
             old_checkpoint(source.model, source.optimizer.state_dict())
         )
     assert "does not match 2 stages; starting it afresh" in caplog.text
+
+
+def test_an_unsharded_run_refuses_a_directory_of_sharded_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "step-000000004").mkdir()
+    (tmp_path / "latest").write_text("step-000000004\n")
+    run = Run(TrainConfig(checkpoint_dir=tmp_path), read_world({}), CPU, TrainerMetrics("test", 0))
+    net = model()
+    with pytest.raises(RuntimeError, match="holds sharded checkpoints"):
+        Trainer(run, net, ForwardBackward(net)).checkpoints.resume()

@@ -176,6 +176,19 @@ class CheckpointManager:
         t = self.trainer
         barrier, rank_stage = t.run.barrier, t.step.rank_stage
         state: checkpoint.State | None = checkpoint.load_on_rank0(self.directory, t.run.world.rank)
+        sharded_there = (
+            state is None
+            and t.run.world.rank == 0
+            and self.directory is not None
+            and layout.latest(self.directory) is not None
+        )
+        if sharded_there:
+            # The others fail at the barrier, seeing rank 0 gone.
+            raise RuntimeError(
+                f"{self.directory} holds sharded checkpoints (--sharding); an unsharded "
+                "run reads only checkpoint.pt: resume with the same --sharding, or give it "
+                "another --checkpoint-dir"
+            )
         barrier.wait("reading")
         if rank_stage is None:
             own = {("model", name): value for name, value in t.model.state_dict().items()}
