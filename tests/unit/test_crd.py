@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from multigpu_operator.api.crd import crd
+from multigpu_operator.api.placement import PLACEMENT_RULES
 from multigpu_operator.api.rules import (
     FAILURE_POLICY_RULES,
     MSG_DATA_PARALLEL_REPLICAS,
@@ -291,8 +292,10 @@ def test_invalid(raw: dict[str, Any], name: str, field: str, expected: str) -> N
 
 
 def test_every_rule_has_an_invalid_case() -> None:
-    # The failure policy's rules: tests/unit/test_crd_failure_rules.py.
-    others = [r for r in (*SPEC_RULES, *NAME_RULES) if r not in FAILURE_POLICY_RULES]
+    # The failure policy's rules: tests/unit/test_crd_failure_rules.py; placement's:
+    # tests/unit/test_crd_placement.py.
+    own = (*FAILURE_POLICY_RULES, *PLACEMENT_RULES)
+    others = [r for r in (*SPEC_RULES, *NAME_RULES) if r not in own]
     assert untested(others, {c[4] for c in INVALID}) == []
 
 

@@ -82,6 +82,7 @@ def test_names_subresources_and_columns() -> None:
         ".status.phase",
         ".status.reason",
         ".status.restarts",
+        ".status.placement.summary",
         ".status.progress.summary",
         ".status.progress.eta",
         ".metadata.creationTimestamp",

@@ -12,6 +12,7 @@ objects and skips them.
 from __future__ import annotations
 
 from multigpu_operator.api.failure_policy_rules import FAILURE_POLICY_RULES
+from multigpu_operator.api.placement import PLACEMENT_RULES
 from multigpu_operator.api.rule import Rule
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, JobSpec, Launcher, Mode
 
@@ -208,6 +209,7 @@ SPEC_RULES: tuple[Rule, ...] = (
         field_path=".gpusPerReplica",
     ),
     *FAILURE_POLICY_RULES,
+    *PLACEMENT_RULES,
 )
 
 # Attached to the root object, where CEL sees metadata.name.

@@ -25,6 +25,7 @@ from multigpu_operator.api.limits import (
     MAX_REPLICAS,
 )
 from multigpu_operator.api.model_parallel import ModelParallelPolicy
+from multigpu_operator.api.placement import Placement
 from multigpu_operator.api.start import StartPolicy
 from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
@@ -178,6 +179,7 @@ class JobSpec(ApiModel):
     run_policy: RunPolicy = defaulted_object(RunPolicy)
     gang: GangPolicy = defaulted_object(GangPolicy)
     start_policy: StartPolicy = defaulted_object(StartPolicy)
+    placement: Placement | None = None  # by network topology: docs/placement.md
     # Like Job's and JobSet's spec.managedBy: unset (or ours) means this operator.
     managed_by: str | None = Field(
         None,

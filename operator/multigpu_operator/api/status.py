@@ -23,6 +23,7 @@ from multigpu_operator.api.limits import (
     MAX_FAILED_PODS_KEPT,
     MAX_FAILURE_RULES,
 )
+from multigpu_operator.api.placement import PlacementStatus
 from multigpu_operator.api.progress import JobProgress
 
 
@@ -216,6 +217,7 @@ class JobStatus(StatusModel):
             f"could ever fit them. The latest {MAX_AVOIDED_NODES}, kept for the job's life."
         ),
     )
+    placement: PlacementStatus | None = None
     attempts: list[Attempt] | None = Field(
         None,
         max_length=MAX_ATTEMPTS_KEPT,
