@@ -6,7 +6,8 @@ Two layouts, by how the model is held:
 - A whole model on each rank (DDP, DataParallel, a pipeline): one file,
   ``checkpoint.pt`` (checkpoint.py), written by rank 0 alone. At a resume rank 0 maps
   it and sends it to the other ranks tensor by tensor into their model and optimizer
-  (state_broadcast.py); a pipeline's stages each receive only their share.
+  (state_broadcast.py); a pipeline's stages each receive only their share
+  (whole_checkpoint.py).
 - A sharded model (``--sharding full|hybrid``): DCP step directories and a ``latest``
   pointer (checkpoint_layout.py, sharded_checkpoint.py). Every rank writes and reads its
   own shards, so every rank must mount the volume.
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import nn
 
-from multigpu_train import checkpoint, sharding, state_broadcast
+from multigpu_train import checkpoint, sharding, whole_checkpoint
 from multigpu_train import checkpoint_layout as layout
 from multigpu_train import sharded_checkpoint as sharded
 from multigpu_train.step_count import StepCount
@@ -65,8 +66,6 @@ class CheckpointManager:
     def sharded(self) -> bool:
         return sharding.is_sharded(self.trainer.model)
 
-    # -- the whole-model checkpoint's contents ----------------------------------------
-
     def progress(self) -> checkpoint.State:
         """The checkpoint's keys but the model and optimizer."""
         t = self.trainer
@@ -85,62 +84,12 @@ class CheckpointManager:
         return state
 
     def state_dict(self) -> checkpoint.State | None:
-        """The checkpoint as rank 0 writes it (checkpoint.py); None on other ranks.
-
-        In a pipeline across ranks every rank must call it: rank 0 gathers the stages'
-        weights into the whole model's state_dict and their optimizer states into a
-        list, one per stage.
-        """
-        t = self.trainer
-        model: checkpoint.State
-        optimizer: checkpoint.State | list[checkpoint.State]
-        if t.step.rank_stage is None:
-            if t.run.world.rank != 0:
-                return None
-            model, optimizer = t.model.state_dict(), t.optimizer.state_dict()
-        else:
-            stages = self._gather_stages()
-            if stages is None:
-                return None
-            model = {name: value for stage in stages for name, value in stage["model"].items()}
-            optimizer = [stage["optimizer"] for stage in stages]
-        return {**self.progress(), "model": model, "optimizer": optimizer}
-
-    def _gather_stages(self) -> list[checkpoint.State] | None:
-        """Every stage's weights and optimizer state, on rank 0 only.
-
-        Copied to the CPU before they are sent, over the checkpoint group (gloo): a
-        tensor pickled on GPU i is unpickled by rank 0 onto its own GPU i, a device of
-        another process (an extra CUDA context there, an error in EXCLUSIVE_PROCESS
-        mode), and objects sent over NCCL are staged through GPU memory.
-        """
-        t = self.trainer
-        mine = {
-            "model": checkpoint.on_cpu(t.model.state_dict()),
-            "optimizer": checkpoint.on_cpu(t.optimizer.state_dict()),
-        }
-        return t.run.barrier.gather(mine)
+        """The whole-model checkpoint as rank 0 writes it; None on other ranks."""
+        return whole_checkpoint.state_dict(self)
 
     def load_state_dict(self, state: checkpoint.State) -> None:
-        """Continue where ``state`` stopped: weights, optimizer, gradient scale, epoch,
-        position in it and shuffle seed."""
-        t = self.trainer
-        rank_stage = t.step.rank_stage
-        weights = state["model"]
-        if rank_stage is not None:
-            weights = {name: weights[name] for name in t.model.state_dict()}
-        t.model.load_state_dict(weights)
-        optimizer = checkpoint.optimizer_share(state["optimizer"], rank_stage)
-        if optimizer is not None:
-            t.optimizer.load_state_dict(optimizer)
-        else:
-            # Written by another layout (another stage count, or a whole-model mode):
-            # the weights still fit, the optimizer's moments do not.
-            log.warning(
-                "checkpoint optimizer state does not match %s; starting it afresh",
-                f"{rank_stage.count} stages" if rank_stage else "a whole model",
-            )
-        self.load_progress(state)
+        """Continue where a whole-model checkpoint ``state`` stopped."""
+        whole_checkpoint.load_state_dict(self, state)
 
     def load_progress(self, state: checkpoint.State) -> None:
         t = self.trainer
@@ -158,7 +107,7 @@ class CheckpointManager:
             return
         t = self.trainer
         with t.run.metrics.progress.checkpointing():  # the others' waits too
-            state = self._resume_sharded() if self.sharded else self._resume_whole()
+            state = self._resume_sharded() if self.sharded else whole_checkpoint.resume(self)
         if state is None:
             return
         t.run.metrics.checkpointed(float(state["saved_at"]))
@@ -169,44 +118,6 @@ class CheckpointManager:
             state["world_size"],
             t.run.world.world_size,
         )
-
-    def _resume_whole(self) -> checkpoint.State | None:
-        """Rank 0 maps the file; the others wait at the barrier while it opens it, then
-        receive what they hold: the whole state, or their stage's share."""
-        t = self.trainer
-        barrier, rank_stage = t.run.barrier, t.step.rank_stage
-        state: checkpoint.State | None = checkpoint.load_on_rank0(self.directory, t.run.world.rank)
-        sharded_there = (
-            state is None
-            and t.run.world.rank == 0
-            and self.directory is not None
-            and layout.latest(self.directory) is not None
-        )
-        if sharded_there:
-            # The others fail at the barrier, seeing rank 0 gone.
-            raise RuntimeError(
-                f"{self.directory} holds sharded checkpoints (--sharding); an unsharded "
-                "run reads only checkpoint.pt: resume with the same --sharding, or give it "
-                "another --checkpoint-dir"
-            )
-        barrier.wait("reading")
-        if rank_stage is None:
-            own = {("model", name): value for name, value in t.model.state_dict().items()}
-            state = state_broadcast.broadcast(state, barrier.group, into=own)
-        else:
-            names = barrier.gather(list(t.model.state_dict()))
-            shares = None
-            if names is not None:  # rank 0
-                shares = [
-                    checkpoint.stage_share(state, stage_names, i, len(names))
-                    if state is not None
-                    else None
-                    for i, stage_names in enumerate(names)
-                ]
-            state = barrier.scatter(shares)
-        if state is not None:
-            self.load_state_dict(state)
-        return state
 
     def _resume_sharded(self) -> dict[str, Any] | None:
         """Every rank reads its shards of the latest complete checkpoint (resharded by
@@ -240,16 +151,10 @@ class CheckpointManager:
             return
         t = self.trainer
         with t.run.metrics.progress.checkpointing():  # the others' waits too
-            saved = self._save_sharded() if self.sharded else self._save_whole()
+            saved = self._save_sharded() if self.sharded else whole_checkpoint.save(self)
             if saved is not None:
                 t.run.metrics.checkpointed(saved)
             t.run.barrier.wait("writing")
-
-    def _save_whole(self) -> float | None:
-        state = self.state_dict()
-        if state is None:
-            return None
-        return checkpoint.save_on_rank0(self.trainer.run.world.rank, self.directory, state)
 
     def _save_sharded(self) -> float | None:
         """Rank 0 clears what interrupted saves left and names a fresh step directory;
