@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from multigpu_train import config, dist_pipeline, imagefolder
+from multigpu_train import config, dist_pipeline, imagefolder, sharding
 from multigpu_train.devices import select_backend, select_device, select_devices
 from multigpu_train.errors import SETUP_ERROR_EXIT_CODE, SetupError
 from multigpu_train.world import read_world
@@ -277,3 +277,33 @@ def test_rank_whose_master_never_comes_times_out() -> None:
         -3000:
     ]
     assert time.monotonic() - started < 100
+
+
+@pytest.mark.parametrize(
+    ("kind", "precision", "world_size", "environ", "message"),
+    [
+        pytest.param(
+            "hybrid", "bf16", 6, {"LOCAL_WORLD_SIZE": "4"},
+            "WORLD_SIZE=6 is not a multiple of it", id="hybrid-world-not-whole-pods",
+        ),
+        pytest.param(
+            "full", "fp16", 4, {}, "--precision fp16 is not supported", id="sharded-fp16"
+        ),
+    ],
+)  # fmt: skip
+def test_sharding_that_cannot_work(
+    kind: str, precision: str, world_size: int, environ: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SetupError, match=message):
+        sharding.check(kind, precision, world_size, environ)
+
+
+def test_processes_per_pod_for_the_hybrid_mesh() -> None:
+    # torchrun's (and the operator's one-process pods') LOCAL_WORLD_SIZE first.
+    assert sharding.per_pod({"LOCAL_WORLD_SIZE": "4", "PET_NPROC_PER_NODE": "8"}) == 4
+    assert sharding.per_pod({"PET_NPROC_PER_NODE": "8", "NPROC_PER_NODE": "2"}) == 8
+    assert sharding.per_pod({"NPROC_PER_NODE": "2"}) == 2
+    assert sharding.per_pod({"PET_NPROC_PER_NODE": "gpu"}) == 1
+    assert sharding.mesh_shape("hybrid", 8, 4) == (2, 4)
+    assert sharding.mesh_shape("full", 8, 4) == (8,)
+    sharding.check("none", "fp16", 3, {"LOCAL_WORLD_SIZE": "2"})  # DDP: no mesh

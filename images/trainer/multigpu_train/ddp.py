@@ -56,7 +56,7 @@ def sharded_step(model: torch.nn.Module, s: Started) -> Step:
 def train(argv: Sequence[str] | None = None) -> float:
     s = start(argv, ("ddp",), "multigpu_train.ddp")
     cfg, world = s.cfg, s.world
-    sharding.check(cfg.sharding, cfg.precision)
+    sharding.check(cfg.sharding, cfg.precision, world.world_size, os.environ)
     barrier = s.join()
     try:
         model = models.build(cfg, s.data.sample_shape, s.data.classes).to(s.device)

@@ -62,15 +62,18 @@ def mesh_shape(kind: str, world_size: int, processes_per_pod: int) -> tuple[int,
     return (world_size // processes_per_pod, processes_per_pod)
 
 
-def check(kind: str, precision: str) -> None:
+def check(kind: str, precision: str, world_size: int, environ: Mapping[str, str]) -> None:
     """The sharding's own rules, checked before any rank waits on another."""
     if kind not in SHARDINGS:
         raise SetupError(f"--sharding {kind}: expected one of {', '.join(SHARDINGS)}")
-    if kind != "none" and precision == "fp16":
+    if kind == "none":
+        return
+    if precision == "fp16":
         raise SetupError(
             "--sharding with --precision fp16 is not supported (it needs a sharded "
             "gradient scaler): use bf16, which needs none, or fp32"
         )
+    mesh_shape(kind, world_size, per_pod(environ))
 
 
 def build_mesh(
