@@ -18,7 +18,7 @@ from torch import nn
 # own tracing uses); their data is never read here.
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from multigpu_train import checkpoint, devices
+from multigpu_train import checkpoint, devices, state_broadcast
 from multigpu_train.config import TrainConfig
 from multigpu_train.distributed import CheckpointBarrier
 from multigpu_train.errors import SetupError
@@ -237,3 +237,36 @@ def test_in_pod_pipeline_inputs_go_to_the_first_stage() -> None:
         input_device=GPU,
     )
     assert first.inputs_to == GPU
+
+
+def test_a_weight_on_a_gpu_is_received_on_the_cpu_then_loaded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At a DDP resume a rank receives over gloo (host memory): a CPU parameter is filled
+    in place; one on a GPU gets a CPU buffer, which the model's load copies onto it."""
+    spec = state_broadcast.TensorSpec
+    shape = {"model": {"a": spec((2,), torch.float32), "b": spec((3,), torch.float32)}, "epoch": 3}
+    received: list[torch.Tensor] = []
+
+    def broadcast_object_list(box: list[Any], src: int, group: Any) -> None:
+        box[0] = shape
+
+    def broadcast(tensor: torch.Tensor, src: int, group: Any) -> None:
+        assert tensor.device.type == "cpu", "gloo sends and receives host memory"
+        received.append(tensor)
+
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "broadcast_object_list", broadcast_object_list)
+    monkeypatch.setattr(torch.distributed, "broadcast", broadcast)
+    on_cpu = torch.zeros(2)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        on_gpu = torch.zeros(3, device=GPU)
+        group = cast(torch.distributed.ProcessGroup, object())
+        into = {("model", "a"): on_cpu, ("model", "b"): on_gpu}
+        state = state_broadcast.broadcast(None, group, into=into)
+    assert state["epoch"] == 3
+    assert state["model"]["a"] is on_cpu, "received in place, no copy"
+    assert state["model"]["b"] is not on_gpu
+    assert state["model"]["b"].device.type == "cpu"
+    assert received[0] is on_cpu
+    assert received[1] is state["model"]["b"]
