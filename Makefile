@@ -28,7 +28,7 @@ help:
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
 	@echo "make images        build the trainer and operator images (buildah); push them and the chart to the local registry"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
-	@echo "make docs          rewrite the docs' tables generated from the API's models"
+	@echo "make docs          rewrite the docs' tables generated from the API's models, and docs/benchmarks.md"
 	@echo "make gpu-check     on a GPU machine: versions, every technique, DDP/DataParallel/MFU/NCCL figures"
 
 # images/trainer is the training package that tests/training runs; torch from PyPI is
@@ -73,9 +73,11 @@ unit: venv
 	bash tests/cluster/build-tools.sh --only k8s helm promtool >/dev/null
 	$(BIN)/pytest tests/unit
 
-# The docs' generated blocks (tests/support/doc_tables.py); a unit test checks them.
+# The docs' generated blocks (tests/support/doc_tables.py) and docs/benchmarks.md from
+# docs/bench-results/ (tests/bench/results_page.py); unit tests check both.
 docs: venv
 	PYTHONPATH=operator:tests $(BIN)/python -m support.doc_tables
+	$(BIN)/python tests/bench/results_page.py
 
 integration: venv cluster-tools images
 	$(BIN)/pytest tests/integration

@@ -10,19 +10,20 @@ real process watching a fresh namespace with `--existing` suspended jobs in it, 
 submits `--jobs` MultiGPUJobs of `--pods` pods, all at once or at `--rate` jobs/s
 (`--duration` seconds of it sets the job count). Watches time each job's pods and
 status. Then `--cycles` times the jobs are deleted and created again (the operator's
-memory across cycles). Last, in another fresh namespace, a bare async client creates
-the same pods on the same schedule: what the API server allows, the bar each figure is
-printed against. `--profile FILE` samples the operator with py-spy during the jobs'
-submission and prints the top functions; `--plane-profile DIR` records the API
-server's own CPU profile in each phase (go tool pprof -top DIR/operator.pprof). The
-control plane's CPU per job is split by program, and its idle draw (the nodes'
-heartbeats) is read before the first phase. `--direct` adds a third client that sends the
-operator's own objects for each job itself, in the operator's order: meant to tell the
-operator's own share of the wait from what the job's objects cost the cluster, though as
-the run's last phase, sending every job at once, it also measures its own burst and the
-cluster's state (docs/benchmarks.md, "What a job costs the control plane"). `--fresh`
-stops the local cluster and starts a new one first (a cluster reused across large runs
-grows slower).
+memory across cycles). Last, in another fresh namespace, a bare async client creates the
+same pods on the same schedule: what the API server allows, the bar each figure is
+printed against. `--results DIR` writes the run's figures as a JSON file there
+(docs/bench-results/, from which docs/benchmarks.md is generated). `--profile FILE`
+samples the operator with py-spy during the jobs' submission and prints the top
+functions; `--plane-profile DIR` records the API server's own CPU profile in each phase
+(go tool pprof -top DIR/operator.pprof). The control plane's CPU per job is split by
+program, and its idle draw (the nodes' heartbeats) is read before the first phase.
+`--direct` adds a third client that sends the operator's own objects for each job
+itself, in the operator's order: meant to tell the operator's own share of the wait from
+what the job's objects cost the cluster, though as the run's last phase, sending every
+job at once, it also measures its own burst and the cluster's state (docs/benchmarks.md,
+"What a job costs the control plane"). `--fresh` stops the local cluster and starts a
+new one first (a cluster reused across large runs grows slower).
 
 A run whose pods do not fit the nodes' GPUs is refused up front. The operator's figures
 print as soon as its phase ends, the full report with the ratios at the very end; a line
@@ -64,6 +65,7 @@ from bench.observe import (
 )
 from bench.options import GPUS_PER_NODE, parse_args
 from bench.report import Figures, print_report
+from bench.results import BENCH_CREATE, code_of, command_line, figures_dict, record, size_of, write
 from bench.sampling import Sampler, top
 
 from cluster.localcluster import LocalCluster
@@ -301,6 +303,7 @@ async def bench_cluster(fresh: bool) -> tuple[LocalCluster, client.ApiClient]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    code = code_of(REPO)  # what the operator process will load, before others change it
     cluster, api = await bench_cluster(args.fresh)
     run = Run(args, api, cluster)
     nodes = [gpu_node(f"bench-{run.run_id}-{i}", GPUS_PER_NODE) for i in range(args.nodes)]
@@ -340,6 +343,12 @@ async def main_async(args: argparse.Namespace) -> None:
         finally:
             await api.close()
     print_report(args, op, bare, direct)
+    if args.results:
+        runs = {"operator": op, "bare": bare, "direct": direct}
+        figures = {side: figures_dict(f) for side, f in runs.items()}
+        command = command_line(sys.argv)
+        rec = record(BENCH_CREATE, command, size_of(args), figures, args.note, code=code)
+        print(f"results: {write(rec, Path(args.results))}")
 
 
 def main() -> None:

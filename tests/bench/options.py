@@ -36,6 +36,14 @@ def parse_args(doc: str | None) -> argparse.Namespace:
         "--plane-profile-s", type=int, default=30, help="seconds of it, from the submission"
     )
     parser.add_argument("--direct", action="store_true", help=DIRECT_HELP)
+    parser.add_argument(
+        "--results",
+        default="",
+        metavar="DIR",
+        help="write the run's figures, commit, machine and command as JSON into DIR "
+        "(docs/bench-results: the runs docs/benchmarks.md is generated from)",
+    )
+    parser.add_argument("--note", default="", help="a remark kept in the --results file")
     add_cluster_options(parser)
     args = parser.parse_args()
     if args.duration:

@@ -1,0 +1,146 @@
+"""docs/benchmarks.md is what tests/bench/results_page.py makes of docs/bench-results/:
+figures of recorded runs only, each naming its commit, and a goal "met" only by a run of
+today's operator code."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench import results, results_page
+from bench.report import Figures, print_report
+
+REPO = Path(__file__).resolve().parents[2]
+# Commits of this repository: the first is an ancestor of the second.
+OLDER, NEWER = "4b26559", "26bc2f2"
+
+
+def full(commit: str) -> str:
+    return results.git("rev-parse", commit)
+
+
+def have_history() -> bool:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return False
+    shallow = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return shallow.stdout.strip() == "false"
+
+
+needs_history = pytest.mark.skipif(
+    not have_history(), reason="needs this repository's git history (the runs' commits)"
+)
+
+
+@needs_history
+def test_the_page_is_generated_from_the_result_files() -> None:
+    page = results_page.generate()
+    assert results_page.PAGE.read_text() == page, (
+        "docs/benchmarks.md differs from what tests/bench/results_page.py makes of "
+        "docs/bench-results/ (a run added, or a change to operator/ made a verdict stale): "
+        "run `make docs` (or .venv/bin/python tests/bench/results_page.py) and commit the page"
+    )
+
+
+def test_the_page_is_a_results_page() -> None:
+    assert len(results_page.PAGE.read_text().splitlines()) <= 300
+
+
+@pytest.mark.parametrize("path", sorted(results.RESULTS.glob("*.json")), ids=lambda p: p.name)
+def test_each_result_file_names_its_code_machine_date_and_command(path: Path) -> None:
+    rec = results.load_one(path)
+    assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]), rec["commit"]
+    assert isinstance(rec["dirty"], bool)
+    assert isinstance(rec["dirty_operator"], bool)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rec["date"])
+    assert {"cores", "memory_gib", "model"} <= set(rec["machine"])
+    assert rec["command"].startswith("tests/bench/")
+    assert path.name == results.file_name(rec)
+    assert rec["operator"]["jobs_per_s"] is not None
+
+
+def run(commit: str, jobs_per_s: float, dirty_operator: bool = False) -> dict[str, Any]:
+    """A bench_create record at `commit` with the bare client at 10 jobs/s."""
+    size: dict[str, Any] = {"jobs": 200, "pods": 8, "nodes": 200, "rate": 0, "duration": 0}
+    size |= {"existing": 0}
+    size |= {"cycles": 0, "dns_names": "EveryReplica"}
+    return {
+        "benchmark": results.BENCH_CREATE,
+        "commit": full(commit),
+        "dirty": dirty_operator,
+        "dirty_operator": dirty_operator,
+        "date": "2026-11-28T09:00:00Z",
+        "size": size,
+        "operator": {"jobs_per_s": jobs_per_s},
+        "bare": {"jobs_per_s": 10.0},
+    }
+
+
+JOBS_S = results_page.GOALS[0]
+
+
+@needs_history
+@pytest.mark.parametrize(
+    ("runs", "changed_at", "expected"),
+    [
+        ([run(NEWER, 9.0)], OLDER, results_page.MET),
+        ([run(NEWER, 7.0)], OLDER, results_page.NOT_MET),
+        ([run(NEWER, 9.0)], NEWER, results_page.MET),  # the change's own commit
+        ([run(OLDER, 9.0)], NEWER, results_page.UNMEASURED),  # older code
+        ([run(NEWER, 9.0, dirty_operator=True)], OLDER, results_page.UNMEASURED),
+        ([run(NEWER, 9.0), run(NEWER, 7.0)], OLDER, results_page.NOT_MET),  # the newest
+        ([], OLDER, results_page.UNMEASURED),
+    ],
+    ids=[
+        "met",
+        "not-met",
+        "same-commit",
+        "older-code",
+        "operator-changed-in-tree",
+        "newest",
+        "none",
+    ],
+)
+def test_a_goal_is_met_only_by_the_newest_run_of_todays_code(
+    runs: list[dict[str, Any]], changed_at: str, expected: str
+) -> None:
+    said, _ = results_page.verdict(JOBS_S, runs, full(changed_at))
+    assert said == expected
+
+
+def test_a_printed_report_reads_back_as_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    args = argparse.Namespace(jobs=20, pods=8, rate=0, nodes=20, existing=0, dns_names="Replica0")
+    op = Figures(jobs_per_s=7.25, p50_created_s=1.5, p99_created_s=2.125, p99_running_s=0.5)
+    op.requests_per_job, op.requests_by_kind = 11.1, "create pods: 8.00, create services: 1.00"
+    op.events_per_job, op.cpu_per_reconcile_ms, op.rss_mib = 2.0, 1.75, 91.5
+    op.cycle_rss_mib = [90.0, 91.0]
+    op.set_control_plane({"kube-apiserver": 179.0, "etcd": 43.0})
+    bare = Figures(jobs_per_s=10.0, p50_created_s=1.0, p99_created_s=2.0, requests_per_job=8.0)
+    bare.set_control_plane({"kube-apiserver": 93.0, "etcd": 25.0})
+    print_report(args, op)  # the operator's figures alone first, as a run prints them
+    print_report(args, op, bare)
+    size, figures = results.parse_report(capsys.readouterr().out)
+    assert size["jobs"] == 20
+    assert size["dns_names"] == "Replica0"
+    assert size["cycles"] == 2
+    expected = {"operator": results.figures_dict(op), "bare": results.figures_dict(bare)}
+    for side in ("operator", "bare"):
+        for key, value in (expected[side] or {}).items():
+            got = figures[side][key]
+            if isinstance(value, float):
+                assert got is not None, (side, key)
+                assert math.isclose(got, value, abs_tol=1e-3), (side, key, got, value)
+            else:
+                assert got == value, (side, key, got, value)
+    assert figures["direct"] is None
