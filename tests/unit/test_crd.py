@@ -35,6 +35,7 @@ from multigpu_operator.api.rules import (
     NAME_RULES,
     SPEC_RULES,
 )
+from multigpu_operator.api.runtime_ref import MSG_MODE_REQUIRED, MSG_TEMPLATE_REQUIRED
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import MAX_NAME_LENGTH, Mode
 from multigpu_operator.api.validation import Problem, validate, validate_object, with_defaults
@@ -112,8 +113,9 @@ def test_valid(raw: dict[str, Any], name: str) -> None:
 
 INVALID: list[Refused] = [
     ("unknown-mode", spec(mode="Foo"), "j", "spec.mode", "'Foo' is not one of"),
-    ("no-mode", {"template": TEMPLATE}, "j", "spec.mode", "required field is missing"),
-    ("no-template", {"mode": "DataParallel"}, "j", "spec.template", "required field is missing"),
+    # Unless spec.runtimeRef names a runtime (tests/unit/test_runtime_crd.py).
+    ("no-mode", {"template": TEMPLATE}, "j", "spec.mode", MSG_MODE_REQUIRED),
+    ("no-template", {"mode": "DataParallel"}, "j", "spec.template", MSG_TEMPLATE_REQUIRED),
     ("replicas-0", spec(replicas=0), "j", "spec.replicas", "less than the minimum of 1"),
     ("replicas-neg", spec(replicas=-1), "j", "spec.replicas", "less than the minimum of 1"),
     ("replicas-str", spec(replicas="2"), "j", "spec.replicas", "is not of type 'integer'"),

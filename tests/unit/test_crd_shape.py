@@ -83,6 +83,7 @@ def test_names_subresources_and_columns() -> None:
         ".status.reason",
         ".status.restarts",
         ".status.placement.summary",
+        ".spec.runtimeRef.name",
         ".status.progress.summary",
         ".status.progress.eta",
         ".metadata.creationTimestamp",

@@ -73,6 +73,7 @@ def crd() -> dict[str, Any]:
                         _column("Reason", ".status.reason", "string", "Why, in one word."),
                         _column("Restarts", ".status.restarts", "integer", "Failures retried."),
                         _column("Placement", ".status.placement.summary", "string", "Domains."),
+                        _column("Runtime", ".spec.runtimeRef.name", "string", "Its defaults."),
                         _column("Progress", ".status.progress.summary", "string", "Training."),
                         _column("ETA", ".status.progress.eta", "string", "Time left."),
                         _column("Age", ".metadata.creationTimestamp", "date", "Since created."),

@@ -5,8 +5,9 @@ validation.py and cel.py):
 
     python -m multigpu_operator.api.gen
 
-The CRD goes to the kustomize base and to the Helm chart's crds/; tests/unit/test_crd.py and
-tests/unit/test_chart_crd.py fail while either file differs from `crd()`.
+The CRDs (the job's, api/crd.py; the runtimes', api/runtime_crd.py) go to the kustomize
+base and to the Helm chart's crds/; tests/unit/test_crd.py, tests/unit/test_chart_crd.py
+and tests/unit/test_runtime_crd.py fail while a file differs from its source.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 
 from multigpu_operator.api.crd import write_crd
+from multigpu_operator.api.runtime_crd import write_runtime_crds
 
 CRD_PATH = Path("manifests/crd/multigpu.dev_multigpujobs.yaml")
 CHART_CRD_PATH = Path("charts/multigpu-operator/crds/multigpu.dev_multigpujobs.yaml")
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         path = root / relative
         write_crd(path)
         print(f"wrote {path}")
+        for written in write_runtime_crds(path.parent):
+            print(f"wrote {written}")
     return 0
 
 

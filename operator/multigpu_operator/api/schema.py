@@ -14,6 +14,7 @@ import functools
 from multigpu_operator.api.base import ApiModel
 from multigpu_operator.api.openapi import Schema, structural_schema
 from multigpu_operator.api.rules import NAME_RULES, SPEC_RULES
+from multigpu_operator.api.runtime_ref import RUNTIME_REF_RULES, RUNTIME_SUPPLIED, unless_runtime
 from multigpu_operator.api.spec import JobSpec
 from multigpu_operator.api.status import JobStatus
 
@@ -37,12 +38,22 @@ class MultiGPUJob(ApiModel):
 
 
 # Each object's cross-field rules, in the CRD as x-kubernetes-validations.
-RULES = {JobSpec: SPEC_RULES, MultiGPUJob: NAME_RULES}
+# A job with spec.runtimeRef may leave out what its runtime supplies, and is checked
+# by the other rules once merged with it (api/runtime_ref.py).
+RULES = {
+    JobSpec: (*RUNTIME_REF_RULES, *(unless_runtime(r) for r in SPEC_RULES)),
+    MultiGPUJob: NAME_RULES,
+}
 
 
 @functools.cache
 def _root_schema() -> Schema:
-    return structural_schema(MultiGPUJob, RULES)
+    schema = structural_schema(MultiGPUJob, RULES)
+    spec = schema["properties"]["spec"]
+    spec["required"] = [f for f in spec["required"] if f not in RUNTIME_SUPPLIED]
+    if not spec["required"]:
+        del spec["required"]
+    return schema
 
 
 def root_schema() -> Schema:

@@ -20,12 +20,10 @@ from pydantic import Field, field_validator, model_validator
 from multigpu_operator.api import kueue
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
-from multigpu_operator.api.limits import (
-    MAX_GPUS_PER_REPLICA,
-    MAX_REPLICAS,
-)
+from multigpu_operator.api.limits import MAX_GPUS_PER_REPLICA, MAX_REPLICAS
 from multigpu_operator.api.model_parallel import ModelParallelPolicy
 from multigpu_operator.api.placement import Placement
+from multigpu_operator.api.runtime_ref import RuntimeRef
 from multigpu_operator.api.start import StartPolicy
 from multigpu_operator.api.template import TRAINER_CONTAINER, Template
 
@@ -180,6 +178,7 @@ class JobSpec(ApiModel):
     gang: GangPolicy = defaulted_object(GangPolicy)
     start_policy: StartPolicy = defaulted_object(StartPolicy)
     placement: Placement | None = None  # by network topology: docs/placement.md
+    runtime_ref: RuntimeRef | None = None  # defaults from a runtime: api/runtime.py
     # Like Job's and JobSet's spec.managedBy: unset (or ours) means this operator.
     managed_by: str | None = Field(
         None,
