@@ -32,6 +32,7 @@ from multigpu_operator.policy.failures.avoidance import avoiding
 from multigpu_operator.policy.failures.fail import invalid_job
 from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.kube.pods import name_of
+from multigpu_operator.policy.placement.placed import placed as placement_of
 from multigpu_operator.policy.step import (
     Decision,
     Observed,
@@ -47,6 +48,7 @@ from multigpu_operator.policy.steps import (
     deadline,
     elastic,
     gang,
+    placement,
     queueing,
     requeue,
     restarts,
@@ -73,6 +75,7 @@ STEPS: tuple[Step, ...] = (
     requeue.wait_to_requeue,  # after a gang timeout with Requeue
     restarts.failures_and_restarts,  # a new attempt, an elastic pod replaced, or Failed
     stall.stall_watchdog,  # runPolicy.stall: the step stood still while every pod runs
+    placement.domain_choice,  # spec.placement: no domain fits; another after the gang timeout
     gang.gang_start,  # gang.timeoutSeconds while pods are unschedulable; no node fits
     containers.container_states,  # containers the kubelet cannot start; spec.startPolicy
     elastic.elastic_size,  # below minReplicas; scale to spec.replicas
@@ -109,7 +112,9 @@ def decide(inputs: PassInputs) -> Decision:
         # Created by an earlier pass and not seen yet: not created twice.
         create_pods=tuple(p for p in decision.create_pods if name_of(p) not in inputs.unseen),
         create_service=None if phase in TERMINAL or inputs.has_service else desired.service,
-        status_waits=status.first_write_waits(seen.previous, decision),
+        # A new placement is written before the pods pinned to it are created.
+        status_waits=status.first_write_waits(seen.previous, decision)
+        and not (seen.placement and seen.placement.changed),
         status_held_for=status.counts_held_for(
             seen.previous, decision.status, inputs.counts_held_since, inputs.now
         ),
@@ -165,6 +170,10 @@ def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:
     previous = inputs.previous
     avoided, avoidance = avoiding(planned, previous.avoided_nodes or (), inputs.nodes)
     elastic = job.spec.mode is Mode.ELASTIC
+    # Kueue places a queued job (its topology assignment), the operator any other.
+    where = None
+    if not inputs.queued:
+        where = placement_of(job, planned, previous, inputs.nodes, inputs.occupancy, avoided)
     ghosts = unjudged_gone(elastic, inputs.pods, inputs.gone, previous, inputs.now)
     return Observed(
         job=job,
@@ -177,6 +186,7 @@ def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:
         unplaceable=placed if isinstance(placed, str) else "",
         avoided=avoided,
         avoidance=avoidance,
+        placement=where,
         training=inputs.training,
         gone=inputs.gone,
     )

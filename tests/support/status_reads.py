@@ -21,7 +21,10 @@ from pydantic import BaseModel
 from multigpu_operator.api.status import JobStatus
 
 # Keys the status shares with the Kubernetes objects policy reads raw (pods, Workloads).
-_KUBERNETES_KEYS = frozenset({"startTime", "exitCode", "lastTransitionTime", "observedGeneration"})
+# (topologyKey: a pod affinity term's, which policy writes on the pods it pins.)
+_KUBERNETES_KEYS = frozenset(
+    {"startTime", "exitCode", "lastTransitionTime", "observedGeneration", "topologyKey"}
+)
 _STATUS_NAMES = frozenset({"previous", "status", "stored"})
 
 

@@ -21,6 +21,11 @@ LABEL_KEY = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
+# On a pinned pod: the domain it is pinned to, and "true" when its job holds the domain
+# exclusively (the operator's other jobs read them to see what is taken:
+# policy/placement/occupancy.py).
+LABEL_DOMAIN = "multigpu.dev/topology-domain"
+LABEL_EXCLUSIVE = "multigpu.dev/topology-exclusive"
 # The domains status.placement keeps: those of the choice, and those tried before.
 MAX_DOMAINS_KEPT = 32
 # Names of well-known levels in messages ("needs 32 nvidia.com/gpu in one rack").

@@ -25,6 +25,7 @@ from multigpu_operator.controller.progress_board import ProgressBoard
 from multigpu_operator.objects import managed_here, owned_by
 from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.kube.kueue_admission import admission_of
+from multigpu_operator.policy.placement.occupancy import Occupancy, occupancy
 from multigpu_operator.policy.steps.queueing import queued_in_kueue
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.reconcile import decide
@@ -92,14 +93,16 @@ class JobPass:
         if not job.spec.managed_here:
             return common
         uid = job.ref.uid
+        pods = tuple(p for p in self.pods.pods_of(key) if owned_by(p, uid))
         admission = None
         if queued:
             admission = admission_of(workload, self.kueue.informer.flavors_by_name())
         return replace(
             common,
-            pods=tuple(p for p in self.pods.pods_of(key) if owned_by(p, uid)),
+            pods=pods,
             gone=tuple(p for p in self.pods.gone_of(key) if owned_by(p, uid)),
             nodes=self.nodes.nodes(),
+            occupancy=self._occupancy(job, pods, len(planned[1].pods)),
             unseen=frozenset(self.pods.unseen(key)),
             has_service=self.services.has_service(key, uid),
             admission=admission,
@@ -107,6 +110,16 @@ class JobPass:
             template_checked=self.actuator.templates.checked(uid),
             counts_held_since=self.actuator.status.counts_held_since(key),
         )
+
+    def _occupancy(
+        self, job: Job, pods: tuple[dict[str, Any], ...], wanted: int
+    ) -> Occupancy | None:
+        """What the operator's pods hold, for a job placed by topology that has pods to
+        create (the one pass that reads every pod the operator knows)."""
+        live = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp"))
+        if job.spec.placement is None or live >= wanted:
+            return None
+        return occupancy(self.pods.all_pods(), job.ref.uid)
 
     def _queued(self, job: Job) -> bool:
         return queued_in_kueue(self.kueue.mode, self.kueue.informer.installed, job)

@@ -18,6 +18,7 @@ from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass
 from multigpu_operator.policy.kube.kueue_admission import Admission
+from multigpu_operator.policy.placement.occupancy import Occupancy
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.policy.training import TrainingReport
 
@@ -40,6 +41,9 @@ class PassInputs:
     # Its pods deleted for a fault, as the watch last showed them (policy/step.py).
     gone: tuple[Pod, ...] = ()
     nodes: tuple[Mapping[str, Any], ...] = ()  # the cluster's nodes, trimmed; () unknown
+    # What the operator's pods hold on the nodes, read only for a job with spec.placement
+    # that has pods to create (policy/placement/occupancy.py).
+    occupancy: Occupancy | None = None
     # Names of pods created by earlier passes that the watch has not brought yet.
     unseen: frozenset[str] = frozenset()
     has_service: bool = False  # the job's headless Service exists, as last seen

@@ -21,6 +21,7 @@ from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.kube.conditions import ConditionChange, Event
 from multigpu_operator.policy.kube.kueue_admission import Admission
 from multigpu_operator.policy.kube.pods import being_deleted
+from multigpu_operator.policy.placement.placed import Placed
 from multigpu_operator.policy.training import TrainingReport
 
 Pod = Mapping[str, Any]
@@ -45,6 +46,9 @@ class Observed:
     # (policy/failures/avoidance.py; "" when no node is to be avoided).
     avoided: tuple[str, ...] = ()
     avoidance: str = ""
+    # Where spec.placement puts the pods this pass (policy/placement/placed.py); None
+    # without spec.placement, or while Kueue places the job.
+    placement: Placed | None = None
     # What the job's processes last reported (controller/progress_board.py); None when
     # nothing was read yet or the job does not report.
     training: TrainingReport | None = None

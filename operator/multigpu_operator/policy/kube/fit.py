@@ -92,6 +92,20 @@ def copies_that_fit(pod: Mapping[str, Any], nodes: Sequence[Node]) -> int:
     return total
 
 
+def usable_nodes(pod: Mapping[str, Any], nodes: Sequence[Node]) -> list[Node]:
+    """The nodes `pod` may run on by what lasts: its nodeSelector's labels and the
+    nodes' lasting taints it does not tolerate."""
+    spec = pod.get("spec") or {}
+    selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+    tolerations = spec.get("tolerations") or []
+    return [n for n in nodes if _has_labels(n, selector) and not _untolerated(n, tolerations)]
+
+
+def allocatable(node: Node) -> dict[str, Decimal]:
+    """The node's allocatable resources, parsed."""
+    return _quantities(node.get("status", {}).get("allocatable") or {})
+
+
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
     """What the scheduler reserves for a pod: its containers and restartable init
     containers (sidecars) together, or an init container with the sidecars started

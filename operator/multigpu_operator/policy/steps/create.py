@@ -1,5 +1,6 @@
 """Which desired pods to create (pure): those whose name is free, labelled with the
-attempt and kept off the avoided nodes (policy/failures/avoidance.py). A name is reused only once
+attempt, kept off the avoided nodes (policy/failures/avoidance.py) and pinned to their
+topology domain (policy/placement/placed.py). A name is reused only once
 its previous pod is gone, so a replaced attempt's pods are created in the pass after the
 old ones have left."""
 
@@ -16,4 +17,6 @@ def missing_pods(seen: Observed, progress: Progress) -> Outcome:
     pods = [with_attempt(p, progress.attempt) for p in seen.desired.pods if name_of(p) not in taken]
     if seen.avoided:
         pods = [kept_off(p, seen.avoided) for p in pods]
+    if seen.placement is not None:
+        pods = [seen.placement.pin(p, seen.job.ref.name) for p in pods]
     return Outcome(create_pods=tuple(pods))

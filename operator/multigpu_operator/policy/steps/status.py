@@ -26,6 +26,7 @@ from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Decision, Observed, Outcome, Progress
 from multigpu_operator.policy.steps.containers import NOT_STARTING, container_problems, summary
 from multigpu_operator.policy.steps.gang import NO_NODE_FITS
+from multigpu_operator.policy.steps.placement import NO_DOMAIN_FITS
 
 # Status fields that describe a wait in progress: dropped unless this pass re-sets them.
 _TRANSIENT = (
@@ -201,7 +202,7 @@ def phase_reason(phase: Phase, conditions: Sequence[Condition]) -> str | None:
     # Pending or Restarting: what holds the pods up, the most lasting cause first.
     unscheduled = reason(ConditionType.SCHEDULED, "False")
     held_up = reason(ConditionType.RUNNING, "False")
-    if unscheduled == NO_NODE_FITS:
+    if unscheduled in (NO_NODE_FITS, NO_DOMAIN_FITS):
         return unscheduled
     if held_up in _HELD_UP:
         return held_up

@@ -1,0 +1,1 @@
+"""Placing a job's pods by network topology (pure): docs/placement.md."""

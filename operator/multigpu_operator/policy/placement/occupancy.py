@@ -1,0 +1,63 @@
+"""What the operator's other pods hold, by node and by domain (pure): the "now" of a
+domain choice (domains.py).
+
+Read from the pod informer's pods of every job (trimmed: our labels, the resources, the
+node): a scheduled pod that has not finished holds its requests on its node; a pod pinned
+to a domain (label LABEL_DOMAIN) that is not scheduled yet holds its GPUs in that domain;
+a pod with LABEL_EXCLUSIVE keeps its domain to its job. Pods of other workloads are not
+seen (docs/placement.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from multigpu_operator.api.placement import LABEL_DOMAIN, LABEL_EXCLUSIVE
+from multigpu_operator.policy.kube.fit import pod_requests
+
+_FINISHED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    # node -> resource -> what scheduled pods hold there
+    used: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    # domain -> GPUs (any resource name with a "/": extended resources) of pods pinned
+    # there and not scheduled yet
+    pinned: Mapping[str, Decimal] = field(default_factory=dict)
+    busy: frozenset[str] = frozenset()  # domains where other jobs' pods are pinned
+    exclusive: frozenset[str] = frozenset()  # domains held by an exclusive job
+
+
+def occupancy(pods: Iterable[Mapping[str, Any]], own_uid: str) -> Occupancy:
+    """What the operator's pods hold; those of the job of `own_uid` count as taking
+    room (an elastic job grows into what is left) but never make a domain busy."""
+    used: dict[str, dict[str, Decimal]] = {}
+    pinned: dict[str, Decimal] = {}
+    busy: set[str] = set()
+    exclusive: set[str] = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        own = any(ref.get("uid") == own_uid for ref in meta.get("ownerReferences") or ())
+        if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in _FINISHED:
+            continue
+        labels = meta.get("labels") or {}
+        domain = labels.get(LABEL_DOMAIN)
+        if domain and not own:
+            busy.add(domain)
+            if labels.get(LABEL_EXCLUSIVE) == "true":
+                exclusive.add(domain)
+        spec = pod.get("spec") or {}
+        requests = pod_requests(spec)
+        node = spec.get("nodeName")
+        if node:
+            held = used.setdefault(node, {})
+            for resource, amount in requests.items():
+                held[resource] = held.get(resource, Decimal(0)) + amount
+        elif domain:
+            gpus = sum((q for r, q in requests.items() if "/" in r), Decimal(0))
+            pinned[domain] = pinned.get(domain, Decimal(0)) + gpus
+    return Occupancy(used, pinned, frozenset(busy), frozenset(exclusive))

@@ -1,0 +1,163 @@
+"""A job's placement in this pass (pure): the choice recorded in status.placement when it
+still stands, else a new one (choice.py); and the pods pinned to it.
+
+Level-triggered: the status records the domains in rank order and those tried, so every
+pass reproduces the placement from the status and the nodes; the operator remembers
+nothing. A recorded choice stands while its domains could still hold their pods; an
+elastic job's change of size keeps its domains (choice.grown).
+
+A pod is pinned with a required node affinity `<topologyKey> In [<domain>]` added to
+every term of the template's own required node affinity (terms are ORed), and labelled
+with its domain (LABEL_DOMAIN, read back by other jobs' choices: occupancy.py). An
+exclusive job's pods also carry a required pod anti-affinity against other jobs' pods
+over the level, which the scheduler applies both ways.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from multigpu_operator.api.names import LABEL_JOB_NAME
+from multigpu_operator.api.placement import (
+    LABEL_DOMAIN,
+    LABEL_EXCLUSIVE,
+    DomainPods,
+    Placement,
+    PlacementStatus,
+    level_name,
+)
+from multigpu_operator.api.pod_labels import replica_index
+from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import JobStatus
+from multigpu_operator.plan import DesiredState
+from multigpu_operator.policy.kube.fit import pod_requests
+from multigpu_operator.policy.placement.choice import Assignment, Choice, choose, grown
+from multigpu_operator.policy.placement.domains import Domain, domains_of
+from multigpu_operator.policy.placement.occupancy import Occupancy
+
+
+@dataclass(frozen=True)
+class Placed:
+    placement: Placement
+    choice: Choice
+    # The choice differs from the one the status records (made or changed in this pass).
+    changed: bool
+    # Domains other than the chosen ones that could hold the job and were not tried.
+    alternatives: tuple[str, ...] = ()
+
+    def domain_of(self, index: int) -> str | None:
+        """The domain of replica `index` (ranks in the order of the domains)."""
+        first = 0
+        for name, pods in self.choice.domains:
+            if first <= index < first + pods:
+                return name
+            first += pods
+        return None
+
+    def summary(self) -> str:
+        level = level_name(self.placement.topology_key)
+        return ", ".join(f"{level} {name} ({n} pods)" for name, n in self.choice.domains)
+
+    def status(self) -> PlacementStatus:
+        """status.placement for this choice."""
+        chosen = self.choice.domains
+        fields: dict[str, Any] = {"topology_key": self.placement.topology_key}
+        if chosen:
+            fields["domains"] = [DomainPods(name=n, pods=p) for n, p in chosen]
+            fields["summary"] = self.summary()
+        if self.choice.tried:
+            fields["tried"] = list(self.choice.tried)
+        return PlacementStatus(**fields)
+
+    def given_up(self) -> PlacementStatus:
+        """status.placement once the chosen domains are given up (the gang did not start
+        there): none chosen, those added to the tried ones."""
+        tried = [*self.choice.tried, *(n for n, _ in self.choice.domains)]
+        return PlacementStatus(topology_key=self.placement.topology_key, tried=tried[-32:])
+
+    def pin(self, pod: Mapping[str, Any], job_name: str) -> dict[str, Any]:
+        """`pod` pinned to its domain (a copy); a pod of no domain is left as it is."""
+        domain = self.domain_of(replica_index(pod))
+        if domain is None:
+            return dict(pod)
+        key = self.placement.topology_key
+        out = copy.deepcopy(dict(pod))
+        labels = out.setdefault("metadata", {}).setdefault("labels", {})
+        labels[LABEL_DOMAIN] = domain
+        spec = out.setdefault("spec", {})
+        affinity = spec.setdefault("affinity", {})
+        node = affinity.setdefault("nodeAffinity", {})
+        required = node.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        expression = {"key": key, "operator": "In", "values": [domain]}
+        terms = required.get("nodeSelectorTerms") or [{}]
+        required["nodeSelectorTerms"] = [
+            {**t, "matchExpressions": [*(t.get("matchExpressions") or []), expression]}
+            for t in terms
+        ]
+        if self.placement.exclusive:
+            labels[LABEL_EXCLUSIVE] = "true"
+            others = {
+                "labelSelector": {
+                    "matchExpressions": [
+                        {"key": LABEL_JOB_NAME, "operator": "Exists"},
+                        {"key": LABEL_JOB_NAME, "operator": "NotIn", "values": [job_name]},
+                    ]
+                },
+                "topologyKey": key,
+            }
+            anti = affinity.setdefault("podAntiAffinity", {})
+            listed = anti.setdefault("requiredDuringSchedulingIgnoredDuringExecution", [])
+            listed.append(others)
+        return out
+
+
+def placed(
+    job: Job,
+    desired: DesiredState,
+    previous: JobStatus,
+    nodes: Sequence[Mapping[str, Any]],
+    occupancy: Occupancy | None = None,
+    avoided: Sequence[str] = (),
+) -> Placed | None:
+    """The job's placement this pass; None without spec.placement, without pods, or
+    with neither nodes known nor a choice recorded."""
+    placement = job.spec.placement
+    if placement is None or not desired.pods:
+        return None
+    pods = len(desired.pods)
+    pod = desired.pods[0]
+    resource = job.spec.gpu_resource
+    per_pod = pod_requests(pod.get("spec") or {}).get(resource, Decimal(0))
+    domains = domains_of(pod, nodes, placement.topology_key, resource, avoided, occupancy)
+    recorded = previous.placement
+    same = recorded is not None and recorded.topology_key == placement.topology_key
+    tried = tuple(recorded.tried or ()) if recorded is not None and same else ()
+    assigned: Assignment = ()
+    if recorded is not None and same and recorded.domains:
+        assigned = tuple((d.name, d.pods) for d in recorded.domains)
+    if assigned and (not nodes or _stands(assigned, domains)):
+        if sum(n for _, n in assigned) == pods:
+            choice = Choice(assigned, tried=tried)
+        else:
+            choice = grown(placement, assigned, pods, domains)
+            choice = Choice(choice.domains, choice.never, choice.waits, tried, choice.note)
+    elif not nodes:
+        return None
+    else:
+        choice = choose(placement, pods, per_pod, resource, domains, tried)
+    chosen = {n for n, _ in choice.domains}
+    alternatives = tuple(
+        d.name for d in domains if d.ever >= pods and d.name not in chosen and d.name not in tried
+    )
+    return Placed(placement, choice, choice.domains != assigned, alternatives)
+
+
+def _stands(assigned: Assignment, domains: Sequence[Domain]) -> bool:
+    """Whether each recorded domain still exists for the job (its pods that cannot start
+    there are moved after the gang timeout: policy/steps/placement.py)."""
+    names = {d.name for d in domains}
+    return all(name in names for name, _ in assigned)
