@@ -94,14 +94,6 @@ class CheckpointBarrier:
         dist.gather_object(value, gathered, dst=0, group=self.group)
         return gathered
 
-    def scatter(self, values: list[Any] | None) -> Any:
-        """Item r of rank 0's ``values`` on rank r (the others pass None)."""
-        if self.group is None:
-            return values[0] if values else None
-        box: list[Any] = [None]
-        dist.scatter_object_list(box, values, src=0, group=self.group)
-        return box[0]
-
     def wait(self, what: str) -> None:
         """Return once every rank, rank 0 included, is done ``what`` (reading, writing)."""
         if self.group is None:

@@ -11,6 +11,7 @@ replaced by its shape and dtype: a few KiB), then each tensor with
 stay: a weight straight into the model's own parameter (``into``), an optimizer
 moment into one tensor allocated for it, which the optimizer then keeps. Rank 0 sends
 from its mapped file without a copy. No rank holds more than one copy of the state.
+``scatter`` does the same for a pipeline's stages, each sent only its own share.
 """
 
 from __future__ import annotations
@@ -45,6 +46,33 @@ def shape_of(state: Any) -> Any:
     return _walk(state, (), lambda t, _: TensorSpec(tuple(t.shape), t.dtype))
 
 
+def _receiver(
+    into: Mapping[tuple[Any, ...], torch.Tensor] | None,
+    transfer: Callable[[torch.Tensor], object],
+) -> Callable[[TensorSpec, tuple[Any, ...]], torch.Tensor]:
+    """What receives a tensor of the shape: into its target in ``into`` when it fits
+    (a CPU tensor of that shape and dtype: filled in place, and standing in the
+    result), else into a new CPU tensor."""
+    targets = into or {}
+
+    def receive(spec: TensorSpec, path: tuple[Any, ...]) -> torch.Tensor:
+        target = targets.get(path)
+        fits = (
+            target is not None
+            and target.device.type == "cpu"
+            and tuple(target.shape) == spec.shape
+            and target.dtype == spec.dtype
+            and target.is_contiguous()
+        )
+        buffer = (
+            target if fits and target is not None else torch.empty(spec.shape, dtype=spec.dtype)
+        )
+        transfer(buffer)
+        return buffer
+
+    return receive
+
+
 def broadcast(
     state: Any,
     group: dist.ProcessGroup | None,
@@ -64,27 +92,43 @@ def broadcast(
     shape = box[0]
     if shape is None:
         return None
-    targets = into or {}
 
     def send(tensor: torch.Tensor, _: tuple[Any, ...]) -> torch.Tensor:
         dist.broadcast(tensor.detach().contiguous(), src=0, group=group)
         return tensor
 
-    def receive(spec: TensorSpec, path: tuple[Any, ...]) -> torch.Tensor:
-        target = targets.get(path)
-        fits = (
-            target is not None
-            and target.device.type == "cpu"
-            and tuple(target.shape) == spec.shape
-            and target.dtype == spec.dtype
-            and target.is_contiguous()
-        )
-        buffer = (
-            target if fits and target is not None else torch.empty(spec.shape, dtype=spec.dtype)
-        )
-        dist.broadcast(buffer, src=0, group=group)
-        return buffer
-
     if sending:
         return _walk(state, (), send)
+    receive = _receiver(into, lambda buffer: dist.broadcast(buffer, src=0, group=group))
+    return _walk(shape, (), receive)
+
+
+def scatter(
+    shares: list[Any] | None,
+    group: dist.ProcessGroup | None,
+    into: Mapping[tuple[Any, ...], torch.Tensor] | None = None,
+) -> Any:
+    """Item r of rank 0's ``shares`` (other ranks pass None) on rank r: its shape as an
+    object, then each tensor sent to that rank alone. ``into`` as for ``broadcast``.
+    ``group`` must hold every rank of the job (ranks in it are global ranks)."""
+    if group is None:
+        return shares[0] if shares else None
+    rank = dist.get_rank()
+    box: list[Any] = [None]
+    shapes = [shape_of(share) for share in shares] if shares is not None else None
+    dist.scatter_object_list(box, shapes, src=0, group=group)
+    if rank == 0:
+        assert shares is not None
+        for receiver, share in enumerate(shares[1:], start=1):
+
+            def send(tensor: torch.Tensor, _: tuple[Any, ...], to: int = receiver) -> torch.Tensor:
+                dist.send(tensor.detach().contiguous(), dst=to, group=group)
+                return tensor
+
+            _walk(share, (), send)
+        return shares[0]
+    shape = box[0]
+    if shape is None:
+        return None
+    receive = _receiver(into, lambda buffer: dist.recv(buffer, src=0, group=group))
     return _walk(shape, (), receive)

@@ -4,7 +4,8 @@
 Where every rank holds the whole model (DDP) the state goes tensor by tensor into the
 receivers' own parameters and optimizer state (state_broadcast.py); each stage of a
 pipeline across ranks receives only its share (its weights and its own optimizer
-state), gathered and sent as objects over the checkpoint group.
+state), tensor by tensor too. At a save the stages' states are gathered to rank 0 as
+objects over the checkpoint group.
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def resume(manager: CheckpointManager) -> checkpoint.State | None:
             "another --checkpoint-dir"
         )
     barrier.wait("reading")
+    # Weights are received straight into this rank's parameters.
+    own = {("model", name): value for name, value in t.model.state_dict().items()}
     if rank_stage is None:
-        own = {("model", name): value for name, value in t.model.state_dict().items()}
         state = state_broadcast.broadcast(state, barrier.group, into=own)
     else:
         names = barrier.gather(list(t.model.state_dict()))
@@ -114,7 +116,7 @@ def resume(manager: CheckpointManager) -> checkpoint.State | None:
                 else None
                 for i, stage_names in enumerate(names)
             ]
-        state = barrier.scatter(shares)
+        state = state_broadcast.scatter(shares, barrier.group, into=own)
     if state is not None:
         load_state_dict(manager, state)
     return state
