@@ -11,7 +11,7 @@ import pytest
 from multigpu_operator.api.status import Phase
 from multigpu_operator.policy.steps.progress import eta_text, job_progress, published_progress
 from multigpu_operator.policy.training import TrainingReport
-from support.policy import at, observed, stamp
+from support.policy import at, observed, pod, stamp
 from support.status_schema import status_problems
 
 
@@ -226,3 +226,73 @@ def test_an_ended_job_shows_no_estimate_and_a_succeeded_one_all_its_steps(
     assert {k: written.get(k, "absent") for k in expected} == expected
     assert "estimatedFinishTime" not in written
     assert status_problems({"progress": written}) == []
+
+
+def finished_pod(index: int, message: str, attempt: int = 1) -> dict[str, Any]:
+    """Replica `index`, Succeeded, its trainer's termination message `message`."""
+    done = pod(index, "Succeeded", attempt=attempt, exit_code=0)
+    done["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
+    return done
+
+
+LEFT = "Progress: step=230 total_steps=230 epoch=9"
+
+
+@pytest.mark.parametrize(
+    ("pods", "phase", "expected"),
+    [
+        pytest.param(
+            [finished_pod(0, LEFT), finished_pod(1, LEFT)], Phase.SUCCEEDED,
+            {"step": 230, "totalSteps": 230, "epoch": 9, "percent": 100, "summary": "100%",
+             "observedTime": stamp(100)},
+            id="succeeded-before-any-read",
+        ),
+        pytest.param(
+            [finished_pod(0, "Progress: step=200 total_steps=230")], Phase.SUCCEEDED,
+            {"step": 230, "percent": 100, "summary": "100%", "epoch": "absent"},
+            id="succeeded-shows-all-its-steps",
+        ),
+        pytest.param(
+            [finished_pod(0, "Progress: step=57")], Phase.SUCCEEDED,
+            {"step": 57, "summary": "step 57", "totalSteps": "absent", "percent": "absent"},
+            id="no-total",
+        ),
+        pytest.param(
+            [finished_pod(0, "Progress: step=20 total_steps=230")], Phase.FAILED,
+            {"step": 20, "percent": 8, "summary": "8%"},
+            id="failed",
+        ),
+        pytest.param(
+            [finished_pod(0, LEFT, attempt=1)], Phase.RUNNING, None, id="not-ended",
+        ),
+        pytest.param(
+            [finished_pod(0, "SetupError: no data"), finished_pod(1, "")], Phase.FAILED, None,
+            id="other-messages",
+        ),
+        pytest.param([], Phase.SUCCEEDED, None, id="no-pods"),
+    ],
+)  # fmt: skip
+def test_a_job_that_ended_before_any_read_shows_what_its_processes_left(
+    pods: list[dict[str, Any]], phase: Phase, expected: dict[str, Any] | None
+) -> None:
+    outcome = published_progress(observed(pods=pods, previous=RUNNING, now=100), phase)
+    if expected is None:
+        assert outcome.status.progress is None
+        return
+    written = outcome.status.as_api()["progress"]
+    assert {k: written.get(k, "absent") for k in expected} == expected
+    assert status_problems({"progress": written}) == []
+
+
+def test_what_was_shown_comes_before_what_was_left() -> None:
+    previous = {**RUNNING, "progress": SHOWN}
+    pods = [finished_pod(0, "Progress: step=7 total_steps=9")]
+    outcome = published_progress(observed(pods=pods, previous=previous, now=100), Phase.SUCCEEDED)
+    assert outcome.status.as_api()["progress"]["totalSteps"] == 230
+
+
+def test_another_attempts_messages_are_not_read() -> None:
+    previous = {**RUNNING, "attempt": 2}
+    pods = [finished_pod(0, LEFT, attempt=1)]
+    outcome = published_progress(observed(pods=pods, previous=previous, now=100), Phase.SUCCEEDED)
+    assert outcome.status.progress is None

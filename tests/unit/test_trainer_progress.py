@@ -311,3 +311,47 @@ def test_the_documented_plain_route_serves_what_the_operator_reads() -> None:
             proc.wait(timeout=30)
     assert set(found) == set(training.GAUGES)
     assert found[training.STEP] == {(("job", "plain"), ("rank", "3")): 12}
+
+
+def test_the_message_left_on_exit_is_what_the_operator_reads() -> None:
+    trainer, _ = reporter()
+    trainer.report(230, total_steps=230, epoch=9)
+    message = progress.final_message(*trainer.final())
+    assert message == "Progress: step=230 total_steps=230 epoch=9"
+    assert message.startswith(training.FINAL_PREFIX)
+    assert training.parse_final(message) == training.FinalProgress(230, 230, 9)
+    bare = progress.final_message(57, None, None)
+    assert training.parse_final(bare) == training.FinalProgress(57)
+
+
+@pytest.mark.parametrize(
+    ("local_rank", "file_there", "written"),
+    [("0", True, True), ("", True, True), ("1", True, False), ("0", False, False)],
+    ids=["rank-0", "no-local-rank", "other-process", "outside-kubernetes"],
+)
+def test_the_last_progress_goes_into_the_termination_message_of_local_rank_0(
+    tmp_path: Path, local_rank: str, file_there: bool, written: bool
+) -> None:
+    log = tmp_path / "termination-log"
+    if file_there:
+        log.write_text("")
+    trainer, _ = reporter()
+    trainer.report(12, total_steps=40)
+    environ = {"LOCAL_RANK": local_rank, progress.TERMINATION_LOG_VARIABLE: str(log)}
+    assert progress.write_final(trainer, environ) == written
+    if file_there:
+        assert log.read_text() == ("Progress: step=12 total_steps=40 epoch=0" if written else "")
+
+
+@pytest.mark.parametrize(("step", "written"), [(40, True), (39, False)], ids=["done", "not-done"])
+def test_a_scripts_process_leaves_it_at_exit_once_training_is_done(
+    tmp_path: Path, step: int, written: bool
+) -> None:
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    process = progress.ProcessReporter({progress.TERMINATION_LOG_VARIABLE: str(log)})
+    trainer, _ = reporter()
+    process.install(trainer)
+    trainer.report(step, total_steps=40)
+    process.at_exit()
+    assert bool(log.read_text()) == written

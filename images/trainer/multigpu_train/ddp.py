@@ -17,7 +17,7 @@ import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel
 
-from multigpu_train import blocks, distributed, models, sharding
+from multigpu_train import blocks, distributed, models, progress, sharding
 from multigpu_train.config import TrainConfig
 from multigpu_train.errors import exit_on_setup_error
 from multigpu_train.precision import Precision
@@ -77,6 +77,7 @@ def train(argv: Sequence[str] | None = None) -> float:
 def main() -> None:
     with exit_on_setup_error():
         train(sys.argv[1:])
+    progress.finished()  # the last progress, for a job that ends before the operator reads it
     distributed.exit_after_success()
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from multigpu_train import devices, dist_pipeline, distributed, models
+from multigpu_train import devices, dist_pipeline, distributed, models, progress
 from multigpu_train.errors import exit_on_setup_error
 from multigpu_train.local_pipeline import LocalPipeline, stage_devices
 from multigpu_train.precision import Precision
@@ -87,6 +87,7 @@ def train(argv: Sequence[str] | None = None) -> float:
 def main() -> None:
     with exit_on_setup_error():
         train(sys.argv[1:])
+    progress.finished()  # the last progress, for a job that ends before the operator reads it
     distributed.exit_after_success()
 
 

@@ -16,10 +16,18 @@ gauges; docs/training.md lists them). Our entrypoints serve them through their o
 The first call starts the HTTP server, once per process and only when the variable is set
 (not 0); a port that cannot be served is logged once and never fails training. This
 module imports no torch, so a script may use it before (or without) torch.
+
+The operator reads the gauges every 15 s, so a short job may end before it read any. When
+training has ended (our entrypoints call ``finished()``; a script's process does at exit
+once its step reached the total), the process of LOCAL_RANK 0 writes its last step, total
+and epoch into the container's termination message (``/dev/termination-log``, or
+``MGJ_TERMINATION_LOG``), which the kubelet keeps in the pod's status and the operator
+reads for a finished job it read no progress of (policy/training.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import logging
@@ -28,6 +36,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
@@ -47,6 +56,12 @@ PORT_VARIABLE = "MGJ_TRAINER_METRICS_PORT"
 # samples/s and the median step time cover this many recent reports: one slow step
 # (a checkpoint, an evaluation) barely moves them.
 WINDOW = 20
+# The container's termination message (errors.py writes a set-up error there): the kubelet
+# copies the file into the container's terminated state. The operator's policy/training.py
+# reads FINAL_PREFIX lines back.
+TERMINATION_LOG = "/dev/termination-log"
+TERMINATION_LOG_VARIABLE = "MGJ_TERMINATION_LOG"
+FINAL_PREFIX = "Progress: "
 
 
 class Reporter:
@@ -64,6 +79,7 @@ class Reporter:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         labels = {"job": job, "rank": str(rank)}
+        self._registry, self._labels = registry, labels
 
         def gauge(name: str, doc: str) -> Gauge:
             return Gauge(name, doc, LABELS, registry=registry).labels(**labels)
@@ -129,6 +145,20 @@ class Reporter:
         self.resumed_step.set(step)
         self.step.set(step)
 
+    def final(self) -> tuple[int, int | None, int | None]:
+        """The step, total (None: not known) and epoch the gauges show now."""
+
+        def value(name: str) -> int | None:
+            found = self._registry.get_sample_value(name, self._labels)
+            return None if found is None else int(found)
+
+        return value(STEP) or 0, value(TOTAL_STEPS) or None, value(EPOCH)
+
+    def done(self) -> bool:
+        """Whether the step reached a known total."""
+        step, total, _ = self.final()
+        return total is not None and step >= total
+
     @contextlib.contextmanager
     def checkpointing(self) -> Iterator[None]:
         """The gauge is 1 inside the block, also when blocks nest or threads overlap."""
@@ -166,18 +196,64 @@ class ProcessReporter:
         self._lock = threading.Lock()
         self._reporter: Reporter | None = None
         self._tried = False
+        self._exit_registered = False
 
     def install(self, reporter: Reporter) -> None:
         """Use ``reporter``, already served (our trainer's metrics), from now on."""
         with self._lock:
             self._reporter, self._tried = reporter, True
+            self._at_exit()
 
     def get(self) -> Reporter | None:
         with self._lock:
             if not self._tried:
                 self._tried = True
                 self._reporter = served_from(self._environ)
+                if self._reporter is not None:
+                    self._at_exit()
             return self._reporter
+
+    def _at_exit(self) -> None:
+        if not self._exit_registered:
+            self._exit_registered = True
+            atexit.register(self.at_exit)
+
+    def current(self) -> Reporter | None:
+        """The Reporter in use, without making one."""
+        with self._lock:
+            return self._reporter
+
+    def at_exit(self) -> None:
+        """A script's process ends: its progress into the termination message if its
+        training is done (a failed run's message stays the kubelet's)."""
+        reporter = self.current()
+        if reporter is not None and reporter.done():
+            write_final(reporter, self._environ)
+
+
+def final_message(step: int, total: int | None, epoch: int | None) -> str:
+    """The termination message of a process whose training ended, e.g.
+    "Progress: step=120 total_steps=120 epoch=9"."""
+    parts = [f"step={step}"]
+    parts += [f"total_steps={total}"] if total else []
+    parts += [f"epoch={epoch}"] if epoch is not None else []
+    return FINAL_PREFIX + " ".join(parts)
+
+
+def write_final(reporter: Reporter, environ: Mapping[str, str] = os.environ) -> bool:
+    """``reporter``'s last progress into the container's termination message, from the
+    process of LOCAL_RANK 0 (one writer per container); False where there is no such file
+    (outside Kubernetes) or this is another process."""
+    if (environ.get("LOCAL_RANK") or "0").strip() != "0":
+        return False
+    path = Path(environ.get(TERMINATION_LOG_VARIABLE) or TERMINATION_LOG)
+    if not path.is_file():  # Kubernetes creates it; elsewhere there is none to fill
+        return False
+    try:
+        path.write_text(final_message(*reporter.final()))
+    except OSError:
+        return False
+    return True
 
 
 def served_from(environ: Mapping[str, str]) -> Reporter | None:
@@ -219,6 +295,15 @@ def install(reporter: Reporter) -> None:
     """Make ``reporter`` this process's (our trainer does, so a script's calls reach its
     server rather than start another)."""
     _process.install(reporter)
+
+
+def finished() -> None:
+    """Training ended well: the last step, total and epoch into the container's
+    termination message, where the operator finds them for a job that ended before it
+    read them (our entrypoints call it before they exit)."""
+    reporter = _process.current()
+    if reporter is not None:
+        write_final(reporter)
 
 
 def report(

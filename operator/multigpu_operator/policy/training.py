@@ -8,12 +8,22 @@ by default and a user's script serves with multigpu_train.progress; docs/trainin
 lists them. The operator reads replica 0's first process every PROGRESS_READ_SECONDS,
 and every process of the job once the step has stood still for a while, so that a stall
 can name the ranks that stopped.
+
+A job may end before the first read. The processes of LOCAL_RANK 0 then leave their last
+progress in their container's termination message ("Progress: step=120 total_steps=120
+epoch=9", multigpu_train/progress.py), which the kubelet keeps in the pod's status:
+`final_progress` reads it from the pods a pass is given.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+from multigpu_operator.api.pod_labels import replica_index
 
 # The gauges read (metric names as served; each has the labels job and rank).
 STEP = "mgj_trainer_progress_step"  # optimizer steps done by the job, resumed ones included
@@ -67,3 +77,56 @@ class TrainingReport:
     # progress writes, PROGRESS_READ_SECONDS per job at the least): a pass writes
     # status.progress only when this is True or when the job leaves Running.
     publish: bool = False
+
+
+# A finished process's termination message, as multigpu_train/progress.py writes it.
+FINAL_PREFIX = "Progress: "
+_FINAL = re.compile(
+    r"^Progress: step=(?P<step>\d+)(?: total_steps=(?P<total>\d+))?(?: epoch=(?P<epoch>\d+))?$"
+)
+TRAINER_CONTAINER = "trainer"
+
+
+@dataclass(frozen=True)
+class FinalProgress:
+    """The progress a training process left in its container's termination message."""
+
+    step: int
+    total_steps: int | None = None
+    epoch: int | None = None
+
+
+def parse_final(message: str) -> FinalProgress | None:
+    """A termination message's progress; None for any other message."""
+    found = _FINAL.match(message.strip())
+    if found is None:
+        return None
+    total, epoch = found["total"], found["epoch"]
+    return FinalProgress(
+        int(found["step"]),
+        int(total) if total else None,
+        int(epoch) if epoch is not None else None,
+    )
+
+
+def final_progress(pods: Iterable[Mapping[str, Any]]) -> FinalProgress | None:
+    """The last progress the pods' training containers (the one named "trainer", else the
+    first) left on exit: replica 0's, else the furthest; None when none left any."""
+    found: list[tuple[int, FinalProgress]] = []
+    for pod in pods:
+        said = parse_final(_termination_message(pod))
+        if said is not None:
+            found.append((replica_index(pod), said))
+    if not found:
+        return None
+    first = [said for replica, said in found if replica == 0]
+    return first[0] if first else max((said for _, said in found), key=lambda f: f.step)
+
+
+def _termination_message(pod: Mapping[str, Any]) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    named = [cs for cs in statuses if cs.get("name") == TRAINER_CONTAINER]
+    for cs in named or statuses[:1]:
+        terminated = (cs.get("state") or {}).get("terminated") or {}
+        return str(terminated.get("message") or "")
+    return ""

@@ -4,7 +4,9 @@ A pass writes it only when the operator's budget of progress writes allows one
 (TrainingReport.publish: at most every PROGRESS_READ_SECONDS per job, under a global
 write budget) or when the job leaves Running, so that its last progress is kept;
 any other pass leaves the previous status.progress as it was. A job that ends keeps no
-ETA, and one that succeeded shows all its steps done. A report of another
+ETA, and one that succeeded shows all its steps done; one that ended before any read
+shows what its processes left in their termination messages (policy/training.py
+final_progress). A report of another
 attempt than the one the pass started with (a stale read across a restart) is ignored.
 The first report of an attempt that resumed from a checkpoint also posts a Resumed Event
 naming the step.
@@ -20,7 +22,7 @@ from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
 from multigpu_operator.policy.kube.conditions import Event
 from multigpu_operator.policy.kube.timestamps import rfc3339
 from multigpu_operator.policy.step import Observed, Outcome
-from multigpu_operator.policy.training import TrainingReport
+from multigpu_operator.policy.training import FinalProgress, TrainingReport, final_progress
 
 # An ETA beyond this is no estimate (and its finish time could pass datetime's range).
 MAX_ETA_SECONDS = 10 * 366 * 24 * 3600
@@ -36,9 +38,12 @@ def published_progress(seen: Observed, phase: Phase) -> Outcome:
     started_with = seen.previous.attempt or 1
     leaving = seen.previous_phase is Phase.RUNNING and phase is not Phase.RUNNING
     if report is None or report.attempt != started_with or not (report.publish or leaving):
-        # Nothing (new) to show; a job that ends now still finishes what it showed.
-        stored = seen.previous.progress
-        if phase not in TERMINAL or not stored:
+        # Nothing (new) to show; a job that ends now still finishes what it showed, or
+        # what its processes said on exit when it ended before any read.
+        if phase not in TERMINAL:
+            return Outcome()
+        stored = seen.previous.progress or left_on_exit(seen, started_with)
+        if not stored:
             return Outcome()
         return Outcome(status=JobStatus(progress=ended(stored, phase)))
     shown = job_progress(report)
@@ -51,6 +56,27 @@ def published_progress(seen: Observed, phase: Phase) -> Outcome:
             status=JobStatus(progress=shown), changes=(Event("Normal", "Resumed", said),)
         )
     return Outcome(status=JobStatus(progress=shown))
+
+
+def left_on_exit(seen: Observed, attempt: int) -> JobProgress | None:
+    """The progress the attempt's processes left in their termination messages."""
+    said = final_progress(seen.current(attempt))
+    return None if said is None else exit_progress(said, seen)
+
+
+def exit_progress(said: FinalProgress, seen: Observed) -> JobProgress:
+    total = said.total_steps
+    fields: dict[str, object] = {
+        "step": min(said.step, _MAX_STEP),
+        "total_steps": min(total, _MAX_STEP) if total else None,
+        "epoch": said.epoch,
+        "observed_time": rfc3339(seen.now),
+        "summary": f"step {min(said.step, _MAX_STEP)}",
+    }
+    if total:
+        percent = min(100, said.step * 100 // total)
+        fields |= {"percent": percent, "summary": f"{percent}%"}
+    return JobProgress.model_validate({k: v for k, v in fields.items() if v is not None})
 
 
 def job_progress(report: TrainingReport) -> JobProgress:
