@@ -1,11 +1,13 @@
 """`mgj describe JOB`: one screen on a job: its phase and why it waits (the conditions'
-reasons and messages), the last failure, its attempts and its Events."""
+reasons and messages), its placement by topology, the last failure, its attempts and its
+Events."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from multigpu_operator.api.placement import level_name
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cli.show import show_job
 
@@ -24,6 +26,7 @@ def describe(client: Client, name: str) -> str:
 def details(view: JobView, events: list[dict[str, Any]]) -> str:
     status = view.status
     lines = ["Conditions:"] + (conditions(status) or ["  none"])
+    lines += placement(status)
     failure = status.last_failure
     if failure:
         where = f" on {failure.node}" if failure.node else ""
@@ -38,6 +41,28 @@ def details(view: JobView, events: list[dict[str, Any]]) -> str:
     lines.append("Events:" if events else "Events:    none")
     lines += [f"  {event_line(e)}" for e in events[-MAX_EVENTS:]]
     return "\n".join(lines) + "\n"
+
+
+def placement(status: JobStatus) -> list[str]:
+    """Where spec.placement put the pods: the level, the domains in rank order with their
+    replica indexes, and the domains given up."""
+    placed = status.placement
+    if placed is None:
+        return []
+    level = level_name(placed.topology_key)
+    lines = [f"Placement: {level} ({placed.topology_key})"]
+    first = 0
+    for domain in placed.domains or []:
+        last = first + domain.pods - 1
+        pods = f"{domain.pods} pod{'' if domain.pods == 1 else 's'}"
+        indexes = f"replica {first}" if first == last else f"replicas {first}-{last}"
+        lines.append(f"  {domain.name}: {pods} ({indexes})")
+        first += domain.pods
+    if not placed.domains:
+        lines.append("  no domain chosen")
+    if placed.tried:
+        lines.append(f"  tried before: {', '.join(placed.tried)}")
+    return lines
 
 
 def conditions(status: JobStatus) -> list[str]:

@@ -60,7 +60,9 @@ class Placed:
 
     def summary(self) -> str:
         level = level_name(self.placement.topology_key)
-        return ", ".join(f"{level} {name} ({n} pods)" for name, n in self.choice.domains)
+        return ", ".join(
+            f"{level} {name} ({n} pod{'' if n == 1 else 's'})" for name, n in self.choice.domains
+        )
 
     def status(self) -> PlacementStatus:
         """status.placement for this choice."""
