@@ -4,10 +4,12 @@ another domain chosen after the gang timeout."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from multigpu_operator.api.status import ConditionType
 from multigpu_operator.policy.kube.conditions import Event
+from multigpu_operator.policy.placement.occupancy import Occupancy
 from multigpu_operator.reconcile import decide
 from support.policy import at, gpu_node, inputs, job, pod, stamp
 
@@ -165,3 +167,15 @@ def test_exclusive_pods_keep_other_jobs_out() -> None:
 def test_queued_in_kueue_places_nothing() -> None:
     decision = decide(inputs(placed_job(2), nodes=NODES, queued=True))
     assert all("affinity" not in p["spec"] for p in decision.create_pods)
+
+
+def test_no_other_rack_has_room_now_then_on_timeout_applies() -> None:
+    # r2's nodes are full of another job's pods; r3 holds one pod: r1 stays.
+    full = Occupancy(used={f"b{i}": {"nvidia.com/gpu": Decimal(8)} for i in range(4)})
+    pods = [unschedulable(0), unschedulable(1)]
+    decision = decide(
+        inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(61), occupancy=full)
+    )
+    cond = decision.status.condition(ConditionType.SCHEDULED)
+    assert cond is not None
+    assert cond.reason == "GangTimeout"

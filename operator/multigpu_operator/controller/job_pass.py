@@ -106,7 +106,7 @@ class JobPass:
             unseen=frozenset(self.pods.unseen(key)),
             has_service=self.services.has_service(key, uid),
             admission=admission,
-            training=self.progress.report(key) if self.progress is not None else None,
+            training=self.progress.take_turn(key) if self.progress is not None else None,
             template_checked=self.actuator.templates.checked(uid),
             counts_held_since=self.actuator.status.counts_held_since(key),
         )
@@ -115,9 +115,11 @@ class JobPass:
         self, job: Job, pods: tuple[dict[str, Any], ...], wanted: int
     ) -> Occupancy | None:
         """What the operator's pods hold, for a job placed by topology that has pods to
-        create (the one pass that reads every pod the operator knows)."""
-        live = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp"))
-        if job.spec.placement is None or live >= wanted:
+        create or to schedule (the passes that read every pod the operator knows)."""
+        if job.spec.placement is None:
+            return None
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        if len(live) >= wanted and all(p["spec"].get("nodeName") for p in live):
             return None
         return occupancy(self.pods.all_pods(), job.ref.uid)
 

@@ -46,7 +46,7 @@ class Placed:
     choice: Choice
     # The choice differs from the one the status records (made or changed in this pass).
     changed: bool
-    # Domains other than the chosen ones that could hold the job and were not tried.
+    # Domains other than the chosen ones that hold the job now and were not tried.
     alternatives: tuple[str, ...] = ()
 
     def domain_of(self, index: int) -> str | None:
@@ -153,7 +153,12 @@ def placed(
         choice = choose(placement, pods, per_pod, resource, domains, tried)
     chosen = {n for n, _ in choice.domains}
     alternatives = tuple(
-        d.name for d in domains if d.ever >= pods and d.name not in chosen and d.name not in tried
+        d.name
+        for d in domains
+        if d.now >= pods
+        and not (placement.exclusive and d.busy)
+        and d.name not in chosen
+        and d.name not in tried
     )
     return Placed(placement, choice, choice.domains != assigned, alternatives)
 

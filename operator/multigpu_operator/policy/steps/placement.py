@@ -11,10 +11,11 @@ that every step and the pods created see the same one). Here:
   may still join meanwhile). Distinct from waiting for busy GPUs (Unschedulable).
 - The gang did not start in the chosen domains within gang.timeoutSeconds (the operator
   guessed from its own pods, and other workloads fill the domain): while another domain
-  that could hold the job was not tried, its pods are deleted, the domains are recorded
-  in status.placement.tried, and the next attempt (not counted as a restart) chooses
-  again. Once every domain was
-  tried, gang.onTimeout applies as for any job (policy/steps/gang.py).
+  that holds the job now (as far as the operator knows) was not tried, its pods are
+  deleted, the domains are recorded in status.placement.tried, and the next attempt (not
+  counted as a restart) chooses again. Otherwise (a busy cluster, every domain tried)
+  gang.onTimeout applies as for any job (policy/steps/gang.py): with Requeue, the next
+  attempt chooses afresh.
 """
 
 from __future__ import annotations
