@@ -129,12 +129,16 @@ Left running (until `make cluster-down`):
     return 0
 
 
-def real_node_takes_cpu_jobs(cluster: LocalCluster) -> None:
+def real_node_takes_cpu_jobs(
+    cluster: LocalCluster, delete_simulated_cpu_nodes: bool = True
+) -> None:
     """The demo's layout on a cluster that an earlier `make cluster-up` may have made: no
     simulated CPU node, and the real node without the taint that keeps the tests' pods off
-    it (kubelet adds it only when the node first registers)."""
-    cluster.kubectl("delete", "nodes", "-l", "type=kwok,!nvidia.com/gpu.present",
-                    "--ignore-not-found", "--wait=false")  # fmt: skip
+    it (kubelet adds it only when the node first registers). tests/integration/
+    test_demo_cpu_job.py takes this layout on the tests' cluster, its CPU nodes cordoned."""
+    if delete_simulated_cpu_nodes:
+        cluster.kubectl("delete", "nodes", "-l", "type=kwok,!nvidia.com/gpu.present",
+                        "--ignore-not-found", "--wait=false")  # fmt: skip
     taint = f"{NODE_TAINT['key']}={NODE_TAINT['value']}:{NODE_TAINT['effect']}-"
     cluster.kubectl("taint", "nodes", NODE_NAME, taint, check=False)  # absent: nothing to do
 
