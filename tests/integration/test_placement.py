@@ -1,0 +1,169 @@
+"""spec.placement on a real scheduler: simulated GPU nodes labelled as 2 blocks x 4 racks x 4
+nodes x 8 GPUs, some GPUs already taken by pods the operator does not know, and a stream
+of 30 jobs of 1-14 pods x 8 GPUs submitted at once (racks for up to 4 pods, blocks
+beyond), two of which no domain can ever hold.
+
+Every job that ran did so with all its pods in one domain, the one status.placement
+records, with its pods in rank order over the recorded domains; the two that cannot fit
+say NoDomainFits within a pass of their creation, with no pod; and every other job
+finishes: none is stuck on a domain that cannot hold it (the operator's guess ignores
+the foreign pods, and a gang that does not start within gang.timeoutSeconds moves or is
+requeued). About three minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from cluster.localcluster import LocalCluster
+from cluster.node_manifests import GPU_RESOURCE, gpu_node
+from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
+from support.jobs import SIM, JobEnv, job_manifest
+from support.operator_process import OperatorProcess
+from support.waiting import wait_for
+
+pytestmark = [pytest.mark.cluster]
+
+POOL = f"{SIM}/pool"
+BLOCK = "topology.example.com/block"
+RACK = "topology.example.com/rack"
+BLOCKS, RACKS, NODES = 2, 4, 4
+# Pods taken by other workloads, as (block, rack, node).
+TAKEN = ((0, 0, 0), (1, 2, 0), (1, 3, 1))
+RACK_JOBS = (1, 2, 3, 4, 2, 1, 4, 3, 2, 1, 4, 2, 3, 1, 2, 4, 1, 3, 2, 4)
+BLOCK_JOBS = (5, 8, 12, 6, 10, 7, 9, 14)
+# (level, pods) no domain can ever hold: 40 GPUs in a rack of 32, 136 in a block of 128.
+NEVER = ((RACK, 5), (BLOCK, 17))
+
+
+@dataclass(frozen=True)
+class Pool:
+    name: str
+    nodes: dict[str, dict[str, str]]  # node -> its labels
+
+    def spec(self, level: str, pods: int) -> dict[str, Any]:
+        manifest = job_manifest(
+            "x",
+            replicas=pods,
+            gpus=8,
+            annotations={f"{SIM}/succeed-after": "5s"},
+            placement={"topologyKey": level},
+            gang={"timeoutSeconds": 20, "requeueAfterSeconds": 2},
+        )
+        manifest["spec"]["template"]["spec"].update(
+            nodeSelector={POOL: self.name},
+            tolerations=[{"key": POOL, "operator": "Exists", "effect": "NoSchedule"}],
+        )
+        return dict(manifest["spec"])
+
+
+def node_name(pool: str, b: int, r: int, n: int) -> str:
+    return f"{pool}-b{b}-r{r}-n{n}"
+
+
+@pytest.fixture
+def pool(jobs: JobEnv) -> Iterator[Pool]:
+    name = f"topo-{uuid.uuid4().hex[:6]}"
+    nodes = []
+    for b in range(BLOCKS):
+        for r in range(RACKS):
+            for n in range(NODES):
+                node = gpu_node(node_name(name, b, r, n), 8)
+                node["metadata"]["labels"].update({POOL: name, BLOCK: f"b{b}", RACK: f"b{b}r{r}"})
+                node["spec"]["taints"].append({"key": POOL, "value": name, "effect": "NoSchedule"})
+                nodes.append(node)
+    cluster: LocalCluster = jobs.cluster
+    names = [n["metadata"]["name"] for n in nodes]
+    cluster.kubectl(
+        "create", "-f", "-", stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": nodes})
+    )
+    try:
+        cluster.wait_nodes_ready(names, timeout=180)
+        for i, where in enumerate(TAKEN):
+            jobs.core.create_namespaced_pod(jobs.namespace, _foreign(f"taken-{i}", name, where))
+        yield Pool(name, {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes})
+    finally:
+        cluster.kubectl("delete", "-n", jobs.namespace, "multigpujobs", "--all", "--wait=false")
+        jobs.core.delete_collection_namespaced_pod(jobs.namespace, grace_period_seconds=0)
+        cluster.kubectl("delete", "node", *names, "--wait=false", check=False)
+
+
+def _foreign(pod: str, pool: str, where: tuple[int, int, int]) -> dict[str, Any]:
+    """A pod of another workload holding a node's 8 GPUs (bound by name: no scheduler)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod},
+        "spec": {
+            "nodeName": node_name(pool, *where),
+            "containers": [
+                {"name": "c", "image": "other:1", "resources": {"limits": {GPU_RESOURCE: "8"}}}
+            ],
+            "tolerations": [{"operator": "Exists"}],
+        },
+    }
+
+
+def statuses(jobs: JobEnv) -> dict[str, dict[str, Any]]:
+    """Every job's status in the namespace, in one request."""
+    listed = client.CustomObjectsApi(jobs.api).list_namespaced_custom_object(
+        GROUP, VERSION, jobs.namespace, PLURAL
+    )
+    return {j["metadata"]["name"]: j.get("status") or {} for j in listed["items"]}
+
+
+def test_thirty_jobs_each_in_one_domain_and_never_fits_at_once(
+    pool: Pool, jobs: JobEnv, operator: OperatorProcess
+) -> None:
+    stream = [(RACK, n) for n in RACK_JOBS] + [(BLOCK, n) for n in BLOCK_JOBS] + list(NEVER)
+    submitted = {f"j{i:02d}-{pods}": (level, pods) for i, (level, pods) in enumerate(stream)}
+    items = [{**job_manifest(n), "spec": pool.spec(*where)} for n, where in submitted.items()]
+    jobs.cluster.kubectl(
+        "apply",
+        "-n",
+        jobs.namespace,
+        "-f",
+        "-",
+        stdin=json.dumps({"kind": "List", "apiVersion": "v1", "items": items}),
+    )
+    created = time.monotonic()
+    never = list(submitted)[-len(NEVER) :]
+
+    def said_never() -> bool:
+        now = statuses(jobs)
+        return all(now.get(n, {}).get("reason") == "NoDomainFits" for n in never)
+
+    wait_for(said_never, "NoDomainFits on the jobs no domain can hold", timeout=30, interval=1)
+    assert time.monotonic() - created < 30
+    (scheduled,) = [c for c in statuses(jobs)[never[0]]["conditions"] if c["type"] == "Scheduled"]
+    assert scheduled["message"].startswith(
+        "needs 40 nvidia.com/gpu in one rack; the largest rack has 32"
+    )
+    assert all(not jobs.pods(n) for n in never)
+
+    others = [n for n in submitted if n not in never]
+
+    def finished() -> bool:
+        now = statuses(jobs)
+        return all(now.get(n, {}).get("phase") == "Succeeded" for n in others)
+
+    wait_for(finished, "every job that fits Succeeded", timeout=420, interval=2)
+    final = statuses(jobs)
+    for name in others:
+        level, pods = submitted[name]
+        placement = final[name]["placement"]
+        assert placement["topologyKey"] == level
+        (domain,) = placement["domains"]
+        assert domain["pods"] == pods
+        ran = [p for p in jobs.pods(name) if p.status.phase == "Succeeded"]
+        assert len(ran) == pods, name
+        where = {pool.nodes[p.spec.node_name][level] for p in ran}
+        assert where == {domain["name"]}, (name, where, placement)
