@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from multigpu_operator import metrics
@@ -46,6 +46,7 @@ from multigpu_operator.controller.plan_cache import PlanCache
 from multigpu_operator.controller.progress_board import ProgressBoard, Reader
 from multigpu_operator.controller.workqueue import Backoff, WorkQueue
 from multigpu_operator.objects import older, same_version
+from multigpu_operator.policy.kube.timestamps import utc_now
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.settings import Settings
 
@@ -53,10 +54,6 @@ log = logging.getLogger(__name__)
 
 # What a user reads when the operator's own permissions are short.
 _RBAC_HINT = " (Forbidden: the operator's RBAC lacks this permission; see its ClusterRole)"
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class Controller:

@@ -20,7 +20,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from multigpu_operator.cluster.errors import ClusterError, Conflict
@@ -31,6 +31,7 @@ from multigpu_operator.election.lease_rules import (
     released,
     taken,
 )
+from multigpu_operator.policy.kube.timestamps import utc_now
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,6 @@ class LeaseStore(Protocol):
     async def read(self) -> tuple[LeaseRecord | None, str | None]: ...
 
     async def write(self, record: LeaseRecord, resource_version: str | None) -> str: ...
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class LeaderElector:

@@ -1,4 +1,5 @@
-"""RFC 3339 timestamps as the API server writes them (UTC, whole seconds)."""
+"""RFC 3339 timestamps as the API server writes them (UTC, whole seconds), and the clock
+the loops default to (the policies themselves are handed the time)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,8 @@ def parse_time(value: Any) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def utc_now() -> datetime:
+    """The time now, in UTC: the default clock of the controller and the leader election."""
+    return datetime.now(UTC)
