@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from multigpu_operator.api.spec import OPERATOR_CONTROLLER
+from multigpu_operator.api.spec import managed_by_us
 
 
 def managed_here(body: Mapping[str, Any]) -> bool:
-    return (body.get("spec") or {}).get("managedBy") in (None, OPERATOR_CONTROLLER)
+    """Whether this operator runs the stored job `body` (JobSpec.managed_here, read before
+    the spec is parsed: a job that does not parse is still failed only if it is ours)."""
+    return managed_by_us((body.get("spec") or {}).get("managedBy"))
 
 
-def owned_by(pod: Mapping[str, Any], uid: str) -> bool:
-    return any(ref["uid"] == uid for ref in pod["metadata"].get("ownerReferences", []))
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether the object (a pod, a Service) has an owner reference to the UID `uid`."""
+    return any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences", []))
 
 
 def same_version(body: Mapping[str, Any], known: Mapping[str, Any]) -> bool:

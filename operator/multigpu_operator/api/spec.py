@@ -233,7 +233,7 @@ class JobSpec(ApiModel):
     @property
     def managed_here(self) -> bool:
         """Whether this operator runs the job (spec.managedBy unset or ours)."""
-        return self.managed_by in (None, OPERATOR_CONTROLLER)
+        return managed_by_us(self.managed_by)
 
     @property
     def uses_gpus(self) -> bool:
@@ -253,6 +253,12 @@ class JobSpec(ApiModel):
     def world_size(self) -> int:
         """Number of training processes (what WORLD_SIZE counts), at spec.replicas pods."""
         return self.replicas * self.processes_per_replica
+
+
+def managed_by_us(managed_by: str | None) -> bool:
+    """Whether this operator runs a job whose spec.managedBy is `managed_by`: unset or ours
+    (read from the stored object too, before it is parsed: objects.managed_here)."""
+    return managed_by in (None, OPERATOR_CONTROLLER)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from multigpu_operator.cluster.kinds import PODS, SERVICES
 from multigpu_operator.cluster.protocol import Cluster
 from multigpu_operator.cluster.reflector import Reflected, Reflector
 from multigpu_operator.cluster.trim import trim_pod, trim_service
+from multigpu_operator.objects import owned_by
 from multigpu_operator.policy.failures.faults import disruption
 
 JobKey = tuple[str, str]  # (namespace, job name)
@@ -144,16 +145,12 @@ class ServiceInformer(ChildInformer):
 
     def has_service(self, key: JobKey, owner_uid: str) -> bool:
         """Whether the Service of job `key` (with UID `owner_uid`) exists, as last seen."""
-        return any(_owned_by(s, owner_uid) for s in self._objects.get(key, {}).values())
+        return any(owned_by(s, owner_uid) for s in self._objects.get(key, {}).values())
 
     def created(self, key: JobKey, service: Mapping[str, Any]) -> None:
         """The Service was just created (or found taken): count it as existing until the
         watch says otherwise, so the passes before its ADDED event do not create it again."""
         self._objects[key].setdefault(service["metadata"]["name"], trim_service(service))
-
-
-def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    return any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences", []))
 
 
 def _key(obj: Mapping[str, Any]) -> JobKey | None:
