@@ -54,24 +54,37 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        namespace = os.environ.get("MGJ_NAMESPACE") or None
+        """The settings the MGJ_* variables give; a variable not set keeps the default
+        declared above (tests/unit/test_settings_defaults.py holds the chart's values, the
+        kustomize Deployment and the docs to the same defaults)."""
+        env = os.environ
+        default, timings = cls(), LeaseTimings()
+        namespace = env.get("MGJ_NAMESPACE") or default.namespace
         return cls(
             namespace=namespace,
-            metrics_port=int(os.environ.get("MGJ_METRICS_PORT", "9090")),
-            liveness_port=int(os.environ.get("MGJ_LIVENESS_PORT", "8080")),
-            workers=int(os.environ.get("MGJ_WORKERS", "32")),
-            api_connections=int(os.environ.get("MGJ_API_CONNECTIONS", "64")),
-            watch_stale_seconds=float(os.environ.get("MGJ_WATCH_STALE_SECONDS", "600")),
-            retry_base_seconds=float(os.environ.get("MGJ_RETRY_BASE_SECONDS", "2")),
-            retry_max_seconds=float(os.environ.get("MGJ_RETRY_MAX_SECONDS", "60")),
-            leader_election=os.environ.get("MGJ_LEADER_ELECTION", "true").lower() not in _FALSE,
-            lease_name=os.environ.get("MGJ_LEASE_NAME") or "multigpu-operator",
-            lease_namespace=os.environ.get("MGJ_LEASE_NAMESPACE") or namespace or "default",
-            progress_writes_per_second=float(os.environ.get("MGJ_PROGRESS_WRITES_PER_SECOND", "2")),
-            lease_timings=LeaseTimings(
-                lease_duration=float(os.environ.get("MGJ_LEASE_DURATION_SECONDS", "10")),
-                renew_deadline=float(os.environ.get("MGJ_RENEW_DEADLINE_SECONDS", "7")),
-                retry_period=float(os.environ.get("MGJ_RETRY_PERIOD_SECONDS", "2")),
+            metrics_port=int(env.get("MGJ_METRICS_PORT", default.metrics_port)),
+            liveness_port=int(env.get("MGJ_LIVENESS_PORT", default.liveness_port)),
+            workers=int(env.get("MGJ_WORKERS", default.workers)),
+            api_connections=int(env.get("MGJ_API_CONNECTIONS", default.api_connections)),
+            watch_stale_seconds=float(
+                env.get("MGJ_WATCH_STALE_SECONDS", default.watch_stale_seconds)
             ),
-            kueue=os.environ.get("MGJ_KUEUE", "auto"),
+            retry_base_seconds=float(env.get("MGJ_RETRY_BASE_SECONDS", default.retry_base_seconds)),
+            retry_max_seconds=float(env.get("MGJ_RETRY_MAX_SECONDS", default.retry_max_seconds)),
+            leader_election=_flag(env.get("MGJ_LEADER_ELECTION"), default.leader_election),
+            lease_name=env.get("MGJ_LEASE_NAME") or default.lease_name,
+            lease_namespace=env.get("MGJ_LEASE_NAMESPACE") or namespace or default.lease_namespace,
+            progress_writes_per_second=float(
+                env.get("MGJ_PROGRESS_WRITES_PER_SECOND", default.progress_writes_per_second)
+            ),
+            lease_timings=LeaseTimings(
+                lease_duration=float(env.get("MGJ_LEASE_DURATION_SECONDS", timings.lease_duration)),
+                renew_deadline=float(env.get("MGJ_RENEW_DEADLINE_SECONDS", timings.renew_deadline)),
+                retry_period=float(env.get("MGJ_RETRY_PERIOD_SECONDS", timings.retry_period)),
+            ),
+            kueue=env.get("MGJ_KUEUE", default.kueue),
         )
+
+
+def _flag(raw: str | None, default: bool) -> bool:
+    return default if raw is None else raw.lower() not in _FALSE
