@@ -51,6 +51,8 @@ VALUES = {
     "prometheusRule.pendingFor": "10s",
     "prometheusRule.operatorDownFor": "6s",
     "prometheusRule.noLeaderFor": "6s",
+    "prometheusRule.reconcileErrorsFor": "6s",
+    "prometheusRule.reconcileErrorsWindow": "30s",
 }
 
 
@@ -261,3 +263,53 @@ def test_no_leader_fires_and_resolves_when_a_replica_leads_again(monitored: Moni
     led = monitored.query(f'sum(mgj_leader{{namespace="{monitored.namespace}"}})')
     assert led, "mgj_leader not scraped"
     assert float(led[0]["value"][1]) == 1, led
+
+
+def test_reconcile_errors_fire_and_resolve_when_the_permission_is_back(
+    monitored: Monitored,
+) -> None:
+    kubectl = monitored.cluster.kubectl
+    name = "errors"
+    wait_for(
+        lambda: not monitored.alerts("MultiGPUOperatorReconcileErrors"),
+        "no reconcile errors lately",
+        60,
+        1,
+    )
+    # The chart's ClusterRole without `create pods`: each pass of a new job is refused
+    # (Forbidden), an error the operator logs, counts and retries.
+    role = ("clusterrole", f"{RELEASE}-multigpu-operator")
+    rules = json.loads(kubectl("get", *role, "-o", "json").stdout)["rules"]
+    index = next(i for i, rule in enumerate(rules) if rule["resources"] == ["pods"])
+    verbs = rules[index]["verbs"]
+    assert "create" in verbs, rules[index]
+
+    def set_verbs(value: list[str]) -> None:
+        patch = [{"op": "replace", "path": f"/rules/{index}/verbs", "value": value}]
+        kubectl("patch", *role, "--type=json", "-p", json.dumps(patch))
+
+    set_verbs([verb for verb in verbs if verb != "create"])
+    try:
+        monitored.apply(job_manifest(name, replicas=1))
+        monitored.fire_then_resolve(
+            "MultiGPUOperatorReconcileErrors", cause_ended=lambda: set_verbs(verbs), timeout=120
+        )
+    finally:
+        set_verbs(verbs)
+    errors = monitored.query(
+        f'sum(mgj_reconcile_errors_total{{namespace="{monitored.namespace}"}})'
+    )
+    assert errors, "mgj_reconcile_errors_total not scraped"
+    assert float(errors[0]["value"][1]) >= 1, errors
+    # With the permission back, the retried job starts.
+    phase = ("get", "mgj", "-n", monitored.namespace, name, "-o", "jsonpath={.status.phase}")
+    try:
+        wait_for(lambda: kubectl(*phase).stdout == "Running", f"{name} Running", 120, 1)
+    except AssertionError:
+        ns = monitored.namespace
+        print(kubectl("get", "mgj,pods,events", "-n", ns, "-o", "wide", check=False).stdout)
+        print(kubectl("get", "mgj", name, "-n", ns, "-o", "yaml", check=False).stdout)
+        deployment = f"deploy/{RELEASE}-multigpu-operator"
+        print(kubectl("logs", "-n", ns, deployment, "--tail=60", check=False).stdout)
+        raise
+    kubectl("delete", "mgj", "-n", monitored.namespace, name, "--wait=false")
