@@ -107,3 +107,17 @@ def test_per_block_options_keep_the_parameter_names_and_the_gradients() -> None:
 def test_blocks_of_the_cnn_are_its_layers_with_parameters() -> None:
     names = [type(b).__name__ for b in blocks.blocks_of(model("cnn"))]
     assert names == ["Conv2d", "Conv2d", "Linear", "Linear"]
+
+
+def test_the_entrypoint_scores_uneven_test_shares_without_hanging() -> None:
+    """16 test samples over 3 ranks in batches of 5: rank 0 has 2 batches, the others 1.
+    A sharded forward gathers from every rank, so those run one more, uncounted."""
+    flags = [
+        "--dataset", "synthetic", "--synthetic-samples", "64", "--synthetic-shape", "1,8,8",
+        "--model", "transformer", "--transformer-dim", "32", "--transformer-layers", "2",
+        "--batch-size", "5", "--epochs", "1", "--steps-per-epoch", "2", "--sharding", "full",
+    ]  # fmt: skip
+    runs = procs.run_ranks("multigpu_train.ddp", flags, 3, timeout=120)
+    accuracies = {done.check().floats(r"final test_accuracy=([\d.]+)")[0] for done in runs}
+    assert len(accuracies) == 1, "every rank reports the accuracy over all 16 samples"
+    assert "sharding full: device mesh {'shard': 3} cpu" in runs[0].output

@@ -191,18 +191,21 @@ class Trainer:
         """Accuracy on the test batches of every rank together; logged and exported."""
         device, world = self.run.device, self.run.world
         self.model.eval()
-        correct = total = seen = 0
+        # A sharded forward gathers parameters from every rank, so every rank runs as
+        # many: agreed before the first (a rank with a batch fewer runs one more,
+        # uncounted, at the end).
+        behind = 0
+        if sharding.is_sharded(self.model) and isinstance(batches, Sized):
+            behind = distributed.behind_most(len(batches), device)
+        correct = total = 0
         last: Batch | None = None
         for x, y in batches:
             logits = self.step.predict(x.to(self.run.inputs_to), y.to(device))
             if logits is not None:
                 correct += int((logits.argmax(dim=1).cpu() == y).sum())
                 total += len(y)
-            last, seen = (x, y), seen + 1
-        # A sharded forward gathers parameters from every rank: a rank with a batch
-        # fewer than the others runs one more forward, not counted.
-        behind = distributed.behind_most(seen, device) if sharding.is_sharded(self.model) else 0
-        if behind and last is not None:
+            last = (x, y)
+        if last is not None:
             for _ in range(behind):
                 self.step.predict(last[0].to(self.run.inputs_to), last[1].to(device))
         accuracy = distributed.global_accuracy(correct, total, device)
