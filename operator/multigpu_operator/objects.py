@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from multigpu_operator.api.spec import managed_by_us
+from multigpu_operator.api.managed_by import managed_by_us
 
 
 def managed_here(body: Mapping[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from multigpu_operator.api import kueue
 from multigpu_operator.api.base import ApiModel, Int32, Nullable, defaulted_object
 from multigpu_operator.api.lifecycle import ElasticPolicy, GangPolicy, RunPolicy
 from multigpu_operator.api.limits import MAX_GPUS_PER_REPLICA, MAX_REPLICAS
+from multigpu_operator.api.managed_by import OPERATOR_CONTROLLER, managed_by_us
 from multigpu_operator.api.model_parallel import ModelParallelPolicy
 from multigpu_operator.api.placement import Placement
 from multigpu_operator.api.runtime_ref import RuntimeRef
@@ -34,8 +35,6 @@ KIND = "MultiGPUJob"
 PLURAL = "multigpujobs"
 SINGULAR = "multigpujob"
 SHORT_NAME = "mgj"
-# spec.managedBy of a job this operator runs (also what an unset spec.managedBy means).
-OPERATOR_CONTROLLER = "multigpu.dev/operator"
 # A controller name as Kubernetes' Job and JobSet take it: a domain-prefixed path.
 CONTROLLER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?/[-A-Za-z0-9_.]{1,63}$"
 # Longest job name whose children stay valid DNS labels: pods are `<name>-<index>`
@@ -253,12 +252,6 @@ class JobSpec(ApiModel):
     def world_size(self) -> int:
         """Number of training processes (what WORLD_SIZE counts), at spec.replicas pods."""
         return self.replicas * self.processes_per_replica
-
-
-def managed_by_us(managed_by: str | None) -> bool:
-    """Whether this operator runs a job whose spec.managedBy is `managed_by`: unset or ours
-    (read from the stored object too, before it is parsed: objects.managed_here)."""
-    return managed_by in (None, OPERATOR_CONTROLLER)
 
 
 @dataclass(frozen=True)
