@@ -32,6 +32,7 @@ from multigpu_operator.policy.failures.avoidance import avoiding
 from multigpu_operator.policy.failures.fail import invalid_job
 from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.kube.pods import name_of
+from multigpu_operator.policy.placement.placed import admitted
 from multigpu_operator.policy.placement.placed import placed as placement_of
 from multigpu_operator.policy.step import (
     Decision,
@@ -171,8 +172,10 @@ def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:
     avoided, avoidance = avoiding(planned, previous.avoided_nodes or (), inputs.nodes)
     elastic = job.spec.mode is Mode.ELASTIC
     # Kueue places a queued job (its topology assignment), the operator any other.
-    where = None
-    if not inputs.queued:
+    if inputs.queued:
+        topology = inputs.admission.info.topology if inputs.admission else None
+        where = admitted(job, previous, topology)
+    else:
         where = placement_of(job, planned, previous, inputs.nodes, inputs.occupancy, avoided)
     ghosts = unjudged_gone(elastic, inputs.pods, inputs.gone, previous, inputs.now)
     return Observed(

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from multigpu_operator.api import kueue, names
+from multigpu_operator.api.kueue_topology import TopologyAssignment, topology_request
+from multigpu_operator.api.pod_labels import replica_index
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.errors import PlanError
@@ -42,6 +44,8 @@ class PodSetInfo:
     tolerations: Sequence[Mapping[str, Any]]
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    # Where Kueue's Topology Aware Scheduling put each pod (spec.placement), if it did.
+    topology: TopologyAssignment | None = None
 
 
 def workload_name(job: Job) -> str:
@@ -63,9 +67,12 @@ def build_workload(
         },
         "spec": pod["spec"],
     }
+    pod_set: dict[str, Any] = {"name": kueue.POD_SET, "count": len(desired.pods)}
+    if job.spec.placement is not None:  # Kueue's Topology Aware Scheduling places it
+        pod_set["topologyRequest"] = topology_request(job.spec.placement)
     spec: dict[str, Any] = {
         "queueName": job.queue_name,
-        "podSets": [{"name": kueue.POD_SET, "count": len(desired.pods), "template": template}],
+        "podSets": [{**pod_set, "template": template}],
     }
     if priority is not None:
         spec["priorityClassRef"] = {
@@ -99,7 +106,8 @@ def admitted_pods(desired: DesiredState, info: PodSetInfo) -> DesiredState:
         pod = copy.deepcopy(pod)
         spec, meta = pod["spec"], pod["metadata"]
         selector = dict(spec.get("nodeSelector") or {})
-        for key, value in info.node_selector.items():
+        domain = info.topology.domain_of(replica_index(pod)) if info.topology else None
+        for key, value in {**info.node_selector, **(domain or {})}.items():
             if key in selector and selector[key] != value:
                 raise PlanError(
                     f"spec.template.spec.nodeSelector[{key}]",

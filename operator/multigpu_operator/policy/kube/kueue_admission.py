@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from multigpu_operator.api import kueue
+from multigpu_operator.api.kueue_topology import topology_assignment
 from multigpu_operator.plan.workload import PodSetInfo
 
 
@@ -75,14 +76,17 @@ def _pod_set_info(
     flavors: Mapping[str, Mapping[str, Any]],
 ) -> PodSetInfo:
     """Node labels and tolerations of the flavors assigned to the pod set, merged with
-    what admission checks asked for (podSetUpdates), as Kueue's job integrations do."""
+    what admission checks asked for (podSetUpdates), as Kueue's job integrations do, and
+    its topology assignment (api/kueue_topology.py)."""
     selector: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
+    topology = None
     for assignment in admission.get("podSetAssignments") or []:
         if assignment.get("name") != kueue.POD_SET:
             continue
+        topology = topology_assignment(assignment.get("topologyAssignment"))
         for flavor_name in dict.fromkeys((assignment.get("flavors") or {}).values()):
             flavor = (flavors.get(flavor_name) or {}).get("spec") or {}
             selector.update(flavor.get("nodeLabels") or {})
@@ -99,4 +103,4 @@ def _pod_set_info(
             tolerations += [
                 dict(t) for t in update.get("tolerations") or [] if t not in tolerations
             ]
-    return PodSetInfo(selector, tuple(tolerations), labels, annotations)
+    return PodSetInfo(selector, tuple(tolerations), labels, annotations, topology)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from multigpu_operator.api.kueue_topology import TopologyAssignment
 from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.api.placement import (
     LABEL_DOMAIN,
@@ -161,6 +162,25 @@ def placed(
         and d.name not in tried
     )
     return Placed(placement, choice, choice.domains != assigned, alternatives)
+
+
+def admitted(job: Job, previous: JobStatus, topology: TopologyAssignment | None) -> Placed | None:
+    """A queued job's placement: where Kueue's topology assignment put its pods, counted
+    by domain of spec.placement's level in Kueue's order; None without either."""
+    placement = job.spec.placement
+    if placement is None or topology is None or placement.topology_key not in topology.levels:
+        return None
+    level = topology.levels.index(placement.topology_key)
+    domains: list[tuple[str, int]] = []
+    for values, pods in topology.domains:
+        if domains and domains[-1][0] == values[level]:
+            domains[-1] = (values[level], domains[-1][1] + pods)
+        else:
+            domains.append((values[level], pods))
+    recorded = previous.placement
+    before = tuple((d.name, d.pods) for d in (recorded.domains or ())) if recorded else ()
+    chosen = tuple(domains)
+    return Placed(placement, Choice(chosen), chosen != before)
 
 
 def _stands(assigned: Assignment, domains: Sequence[Domain]) -> bool:
