@@ -7,7 +7,8 @@ default is the official image users build on) is replaced by a stand-in made on 
 machine: Debian bookworm from its packages (mmdebstrap), Python 3.11 like the official
 python:3.11-slim-bookworm, and for the trainer the same torch release from PyPI in a
 virtual environment at /opt/conda, like pytorch/pytorch. pip inside the builds installs
-from a wheelhouse downloaded here (through pip's cache) instead of the index.
+from a wheelhouse downloaded here (through pip's cache) instead of the index. The
+frameworks image (Lightning, Accelerate) is built on the trainer image just built.
 
 Command line::
 
@@ -52,6 +53,9 @@ PUSH_COMPRESSION = "zstd"  # containerd >= 1.5 pulls it
 # local_name() of them, the same image in the local registry.
 OPERATOR_IMAGE = f"ghcr.io/multigpu-operator/operator:{app_version()}"
 TRAINER_IMAGE = f"ghcr.io/multigpu-operator/trainer:{app_version()}"
+FRAMEWORKS_IMAGE = f"ghcr.io/multigpu-operator/trainer-frameworks:{app_version()}"
+# What `make images` pushes and a cluster's real node pulls when it starts.
+PUSHED = (TRAINER_IMAGE, FRAMEWORKS_IMAGE, OPERATOR_IMAGE)
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,20 @@ def trainer_image(base: str) -> Built:
     )
 
 
+def frameworks_image(trainer: str) -> Built:
+    """The trainer image plus Lightning and Accelerate. Their wheels are downloaded with
+    the base's torch pinned, so that resolving them fetches no other torch."""
+    torch = version("torch").split("+")[0]
+    return _build(
+        FRAMEWORKS_IMAGE,
+        REPO,
+        REPO / "images/frameworks/Dockerfile",
+        {"TRAINER_IMAGE": trainer},
+        ["-r", str(REPO / "images/frameworks/requirements.txt"), f"torch=={torch}"],
+        ignorefile=REPO / "images/frameworks/Dockerfile.dockerignore",
+    )
+
+
 def operator_image(base: str) -> Built:
     return _build(
         OPERATOR_IMAGE,
@@ -158,7 +176,9 @@ def operator_image(base: str) -> Built:
 def build_all() -> list[Built]:
     python = stand_in_python()
     pytorch = stand_in_pytorch(python.name)
-    built = [python, pytorch, trainer_image(pytorch.name), operator_image(python.name)]
+    trainer = trainer_image(pytorch.name)
+    frameworks = frameworks_image(trainer.name)
+    built = [python, pytorch, trainer, frameworks, operator_image(python.name)]
     # Layers of earlier builds that no image uses any more (the layer cache of the current
     # ones stays): without this every code change leaves the operator's layers behind.
     buildah("rmi", "--prune", check=False)
@@ -188,7 +208,7 @@ def pause_image_archive() -> Path:
 
 def push_built(registry: Registry) -> None:
     """Push the project's images that are built to the registry (`make images`)."""
-    for name in (TRAINER_IMAGE, OPERATOR_IMAGE):
+    for name in PUSHED:
         if image_id(name) is None:
             say(f"{name}: not built (make images); not pushed")
             continue
@@ -238,7 +258,7 @@ def pull_built(node: RealNode, registry: Registry) -> None:
     """Have the node pull the project's images from the registry before pods need them, so
     that the first job starts at once; pods pull them again (policy Always), which for an
     unchanged image is a look at its digest."""
-    for name in (TRAINER_IMAGE, OPERATOR_IMAGE):
+    for name in PUSHED:
         ref = local_name(name)
         if registry.digest(ref) is None:
             say(f"{ref}: not in the registry (make images); not pulled")
