@@ -34,6 +34,7 @@ from multigpu_operator.policy.inputs import PassInputs
 from multigpu_operator.policy.kube.pods import name_of
 from multigpu_operator.policy.placement.placed import admitted
 from multigpu_operator.policy.placement.placed import placed as placement_of
+from multigpu_operator.policy.runtime_use import waiting_for_runtime, with_runtime_recorded
 from multigpu_operator.policy.step import (
     Decision,
     Observed,
@@ -85,8 +86,16 @@ STEPS: tuple[Step, ...] = (
 
 
 def decide(inputs: PassInputs) -> Decision:
-    """One pass over `inputs`: first what ends it before the steps (a spec that cannot be
-    planned, another controller's job, a refusal of the last pass), then the steps."""
+    """One pass over `inputs`: first what ends it before the steps (a runtime that does
+    not exist yet, a spec that cannot be planned, another controller's job, a refusal of
+    the last pass), then the steps; a runtime's copy new to the status is written first."""
+    use = inputs.runtime
+    if use is not None and use.snapshot is None and inputs.managed_here:
+        return waiting_for_runtime(inputs.previous, inputs.generation, inputs.now, use)
+    return with_runtime_recorded(_decide(inputs), use)
+
+
+def _decide(inputs: PassInputs) -> Decision:
     if isinstance(inputs.planned, str):
         return unplannable(inputs, inputs.planned)
     job, desired = inputs.planned

@@ -30,6 +30,10 @@ WATCHES = (
     "watch nodes",
     "list services",
     "watch services",
+    "list clustermultigpuruntimes",
+    "watch clustermultigpuruntimes",
+    "list multigpuruntimes",
+    "watch multigpuruntimes",
 )
 
 

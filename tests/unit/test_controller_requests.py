@@ -22,7 +22,18 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.looptime(end=3600)]
 PODS = 8
 # What the informers read runs beside the passes, once per operator, not per job. Calls
 # are named as mgj_api_requests_total counts them: verb and resource.
-READS = ("list pods", "watch pods", "list nodes", "watch nodes", "list services", "watch services")
+READS = (
+    "list pods",
+    "watch pods",
+    "list nodes",
+    "watch nodes",
+    "list services",
+    "watch services",
+    "list clustermultigpuruntimes",
+    "watch clustermultigpuruntimes",
+    "list multigpuruntimes",
+    "watch multigpuruntimes",
+)
 
 
 def writes(cluster: FakeCluster) -> Counter[str]:

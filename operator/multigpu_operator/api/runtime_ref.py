@@ -1,13 +1,15 @@
-"""spec.runtimeRef: the runtime (api/runtime.py) whose defaults a MultiGPUJob takes."""
+"""spec.runtimeRef: the runtime (api/runtime.py) whose defaults a MultiGPUJob takes, and
+status.runtime: the copy of it the job started with."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Any
 
 from pydantic import Field
 
-from multigpu_operator.api.base import ApiModel
+from multigpu_operator.api.base import ApiModel, Int64, StatusModel
 from multigpu_operator.api.rule import Rule
 
 RUNTIME_KIND = "MultiGPURuntime"
@@ -65,3 +67,25 @@ def unless_runtime(rule: Rule) -> Rule:
         return rule
     # Without a runtimeRef and a mode, the rule above is the one to report.
     return dataclasses.replace(rule, cel=f"has(self.runtimeRef) || !has(self.mode) || ({rule.cel})")
+
+
+def _any_object(schema: dict[str, Any]) -> None:
+    # An object kept as it is: structural schemas say so instead of additionalProperties.
+    schema.pop("additionalProperties", None)
+    schema["x-kubernetes-preserve-unknown-fields"] = True
+
+
+class RuntimeSnapshot(StatusModel):
+    """The runtime this job started with, as it was then: every pass merges the job with
+    this copy, so a later edit or deletion of the runtime changes neither the running
+    attempt nor later ones (new jobs take the runtime as it is)."""
+
+    kind: RuntimeKind = Field(description="The runtime's kind.")
+    name: str = Field(description="The runtime's name.")
+    generation: Int64 | None = Field(None, description="Its metadata.generation then.")
+    spec: dict[str, Any] = Field(json_schema_extra=_any_object, description="Its spec then.")
+
+    @property
+    def named(self) -> str:
+        """How messages name it: "ClusterMultiGPURuntime gpu-ddp"."""
+        return f"{self.kind} {self.name}"

@@ -25,6 +25,7 @@ from multigpu_operator.api.limits import (
 )
 from multigpu_operator.api.placement import PlacementStatus
 from multigpu_operator.api.progress import JobProgress
+from multigpu_operator.api.runtime_ref import RuntimeSnapshot
 
 
 class Phase(enum.StrEnum):
@@ -218,6 +219,7 @@ class JobStatus(StatusModel):
         ),
     )
     placement: PlacementStatus | None = None
+    runtime: RuntimeSnapshot | None = None  # spec.runtimeRef's runtime, as the job started
     attempts: list[Attempt] | None = Field(
         None,
         max_length=MAX_ATTEMPTS_KEPT,

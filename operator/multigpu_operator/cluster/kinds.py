@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from multigpu_operator.api import kueue, spec
+from multigpu_operator.api import kueue, runtime, spec
 
 
 @dataclass(frozen=True)
@@ -47,3 +47,5 @@ RESOURCE_FLAVORS = Kind(kueue.GROUP, kueue.VERSION, kueue.RESOURCE_FLAVORS, name
 WORKLOAD_PRIORITY_CLASSES = Kind(
     kueue.GROUP, kueue.VERSION, kueue.WORKLOAD_PRIORITY_CLASSES, namespaced=False
 )
+RUNTIMES = Kind(spec.GROUP, spec.VERSION, runtime.RUNTIME_PLURAL)
+CLUSTER_RUNTIMES = Kind(spec.GROUP, spec.VERSION, runtime.CLUSTER_RUNTIME_PLURAL, namespaced=False)

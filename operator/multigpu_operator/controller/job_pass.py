@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from multigpu_operator.actuator import Actuator
+from multigpu_operator.actuator import Actuator, WaitingFor
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
@@ -42,6 +42,7 @@ class JobPass:
         actuator: Actuator,
         clock: Callable[[], datetime],
         progress: ProgressBoard | None = None,
+        runtimes_listed: Callable[[], bool] = lambda: True,
     ) -> None:
         self.pods = pods
         self.services = services
@@ -51,6 +52,9 @@ class JobPass:
         self.actuator = actuator
         self._clock = clock  # the time decisions and timestamps are made at
         self.progress = progress
+        # Whether the runtimes' caches were listed: until then a runtime not found may
+        # only not be seen yet (cluster/runtimes.py).
+        self.runtimes_listed = runtimes_listed
 
     async def run(
         self,
@@ -77,7 +81,12 @@ class JobPass:
             now=self._clock(),
             managed_here=managed_here(body),
             refusal=refusal,
+            runtime=self.plans.runtime_of(body),
         )
+        if common.runtime is not None and common.runtime.snapshot is None:
+            if not self.runtimes_listed():
+                raise WaitingFor("the runtimes are not listed yet")
+            return common
         if isinstance(planned, str):
             return common
         job = planned[0]

@@ -40,6 +40,7 @@ from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
 from multigpu_operator.cluster.process_metrics import ProcessMetrics
 from multigpu_operator.cluster.protocol import Cluster
+from multigpu_operator.cluster.runtimes import RuntimeInformer, RuntimeKey, names_runtime
 from multigpu_operator.cluster.trim import trim_job
 from multigpu_operator.controller.job_pass import JobPass
 from multigpu_operator.controller.plan_cache import PlanCache
@@ -82,7 +83,9 @@ class Controller:
         self._workers = settings.workers
         self._tasks: list[asyncio.Task[None]] = []
         self._reconcilers: list[asyncio.Task[None]] = []
-        self.plans = PlanCache()
+        # The runtimes jobs name (spec.runtimeRef): one that appears or changes wakes them.
+        self.runtimes = RuntimeInformer(cluster, self._runtime_changed, settings.namespace)
+        self.plans = PlanCache(runtimes=self.runtimes.get)
         # What the API server refused in each job's last pass: the next pass's input.
         self.refusals: dict[JobKey, Refusal] = {}
         self.actuator = Actuator(cluster, self.informer, self.services, self.kueue, self._wake)
@@ -106,6 +109,7 @@ class Controller:
             self.actuator,
             clock,
             self.progress,
+            self.runtimes.listed,
         )
 
     async def start(self, reconcile: bool = True) -> None:
@@ -113,6 +117,8 @@ class Controller:
         self._tasks.append(asyncio.create_task(self.informer.run(), name="pod-informer"))
         self._tasks.append(asyncio.create_task(self.nodes.run(), name="node-informer"))
         self._tasks.append(asyncio.create_task(self.services.run(), name="service-informer"))
+        for store in self.runtimes.stores:
+            self._tasks.append(asyncio.create_task(store.run(), name=f"{store.reflector.kind}s"))
         if self.kueue.mode != "off":
             self._tasks.append(asyncio.create_task(self.kueue.informer.run(), name="workloads"))
         if reconcile:
@@ -154,6 +160,12 @@ class Controller:
         if known is not None and same_version(body, known):
             return  # the echo of our own status write: nothing new to reconcile
         self.enqueue(key)
+
+    def _runtime_changed(self, runtime: RuntimeKey) -> None:
+        """Wake the jobs that name `runtime` and have not started with a copy of it."""
+        for key, body in self.jobs.items():
+            if names_runtime(body, runtime) and not (body.get("status") or {}).get("runtime"):
+                self.enqueue(key)
 
     def enqueue(self, key: JobKey) -> None:
         """Reconcile `key` soon (once more after the running pass, if one is running)."""

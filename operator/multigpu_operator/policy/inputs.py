@@ -19,6 +19,7 @@ from multigpu_operator.plan import DesiredState
 from multigpu_operator.plan.workload import PriorityClass
 from multigpu_operator.policy.kube.kueue_admission import Admission
 from multigpu_operator.policy.placement.occupancy import Occupancy
+from multigpu_operator.policy.runtime_use import RuntimeUse
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.policy.training import TrainingReport
 
@@ -62,3 +63,6 @@ class PassInputs:
     # Since when a status write that only changed pod counts has been held back (None:
     # none is): policy/steps/status.py counts_held_for.
     counts_held_since: datetime | None = None
+    # spec.runtimeRef's runtime: the copy the job was merged with before planning, or
+    # None in it (the runtime does not exist yet); None: the job names none.
+    runtime: RuntimeUse | None = None
