@@ -51,7 +51,9 @@ def test_helm_lint_is_clean(tools: Tools, values: list[str]) -> None:
 def test_default_values_install_the_operator_and_nothing_optional(default: list[Manifest]) -> None:
     kinds = sorted(obj["kind"] for obj in default)
     assert kinds == [
+        *["ClusterMultiGPURuntime"] * 3,  # the default runtimes (test_chart_runtimes.py)
         "ClusterRole",
+        "ClusterRole",  # users read runtimes
         "ClusterRoleBinding",
         "Deployment",
         "Pod",  # the `helm test` hook
@@ -77,12 +79,18 @@ def rules_of(manifest: Manifest) -> list[dict[str, Any]]:
     ]
 
 
+def operator_role(objects: list[Manifest]) -> Manifest:
+    """The operator's ClusterRole (not the runtime reader's)."""
+    (role,) = (r for r in find(objects, "ClusterRole") if "aggregate" not in str(r))
+    return role
+
+
 def test_cluster_role_equals_the_kustomize_base(default: list[Manifest]) -> None:
     base = yaml.safe_load((REPO / "manifests/rbac/cluster_role.yaml").read_text())
-    assert rules_of(only(default, "ClusterRole")) == rules_of(base)
+    assert rules_of(operator_role(default)) == rules_of(base)
     binding = only(default, "ClusterRoleBinding")
     account = only(default, "ServiceAccount")
-    assert binding["roleRef"]["name"] == only(default, "ClusterRole")["metadata"]["name"]
+    assert binding["roleRef"]["name"] == operator_role(default)["metadata"]["name"]
     assert binding["subjects"] == [
         {
             "kind": "ServiceAccount",
