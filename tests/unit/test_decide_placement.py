@@ -179,3 +179,25 @@ def test_no_other_rack_has_room_now_then_on_timeout_applies() -> None:
     cond = decision.status.condition(ConditionType.SCHEDULED)
     assert cond is not None
     assert cond.reason == "GangTimeout"
+
+
+def test_an_elastic_job_grows_inside_its_rack_and_says_when_it_must_wait() -> None:
+    elastic = job(
+        "Elastic",
+        replicas=3,
+        gpusPerReplica=8,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+        placement={"topologyKey": RACK},
+    )
+    previous = {"placement": {"topologyKey": RACK, "domains": [{"name": "r1", "pods": 1}]}}
+    # r1 has 2 nodes, its running pod holds one: one more pod fits there, the third
+    # waits there (Required).
+    own = Occupancy(used={"a0": {"nvidia.com/gpu": Decimal(8)}})
+    running = [pod(0, "Running", node="a0")]
+    decision = decide(inputs(elastic, running, previous=previous, nodes=NODES, occupancy=own))
+    assert [pinned_to(p) for p in decision.create_pods] == ["r1", "r1"]
+    (placed,) = [e for e in decision.events if e.reason == "Placed"]
+    assert placed.message == (
+        "pods placed in rack r1 (3 pods): rack r1 has room for 1 more pods now; "
+        "1 wait there (Required)"
+    )
