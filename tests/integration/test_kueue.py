@@ -21,6 +21,7 @@ from kubernetes import client
 from cluster.kueue import Kueue
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api import kueue
+from multigpu_operator.api.spec import API_VERSION
 from support.jobs import RUN_LONG, SIM, JobEnv, condition, job_manifest
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
@@ -261,3 +262,41 @@ def test_a_deleted_job_leaves_no_workload_behind(queued: Queues) -> None:
     assert kueue.RESOURCE_IN_USE_FINALIZER in finalizers
     queued.jobs.cluster.kubectl("delete", "-n", queued.jobs.namespace, "mgj/gone")
     wait_for(lambda: not queued.workload("gone"), "gone's Workload collected", timeout=60)
+
+
+def test_a_queue_taken_from_the_runtime_is_admitted(queued: Queues) -> None:
+    """A job without a queue label, on a runtime that names one (docs/runtimes.md), is
+    queued there and admitted by Kueue on the runtime's GPUs."""
+    runtime = f"queued-{queued.jobs.namespace[-6:]}"
+    template = {
+        "metadata": {"annotations": dict(RUN_LONG)},
+        "spec": {"containers": [{"name": "trainer", "image": "trainer:test"}]},
+    }
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "ClusterMultiGPURuntime",
+        "metadata": {"name": runtime},
+        "spec": {
+            "mode": "DistributedDataParallel",
+            "gpusPerReplica": 4,
+            "queueName": "team-a",
+            "template": template,
+        },
+    }
+    cluster = queued.jobs.cluster
+    cluster.kubectl("apply", "-f", "-", stdin=json.dumps(body))
+    try:
+        job = {
+            "apiVersion": body["apiVersion"],
+            "kind": "MultiGPUJob",
+            "metadata": {"name": "from-runtime"},
+            "spec": {"runtimeRef": {"name": runtime}, "replicas": 2},
+        }
+        queued.jobs.apply(job)
+        wait_for(lambda: queued.running("from-runtime"), "from-runtime admitted", timeout=60)
+        workload = queued.workload("from-runtime")
+        assert workload["spec"]["queueName"] == "team-a"
+        (pod_set,) = workload["spec"]["podSets"]
+        assert pod_set["count"] == 2
+    finally:
+        cluster.kubectl("delete", "clustermultigpuruntimes", runtime, "--wait=false")
