@@ -10,6 +10,10 @@ nodes are cordoned (the demo deletes them; other tests need them back) and the t
 lifted as the demo lifts it; then both are restored (placed pods stay). Should the real node
 need a toleration or a label the example lacks, the pods stay Pending and the test fails.
 
+A second job, placed on the real node the tests' way, turns its metrics port off, so the
+operator reads no progress at all: what `kubectl get mgj` shows then comes from the pods'
+termination messages, which the trainer fills when training ends.
+
 The operator is this checkout's, a process on this machine (support/operator_process.py);
 the trainer is the image `make images` pushed, pulled by the example's published name
 through the node's registry mirror, as in the demo.
@@ -34,7 +38,7 @@ from cluster.localcluster import LocalCluster
 from cluster.realnode_config import NODE_NAME, NODE_TAINT
 from support.jobs import JobEnv
 from support.operator_process import OperatorProcess
-from support.real_pods import pod_log, unpushed_images
+from support.real_pods import on_real_node, pod_log, unpushed_images
 from support.waiting import wait_for
 
 pytestmark = pytest.mark.cluster
@@ -158,3 +162,19 @@ def test_the_cpu_example_as_written_trains_on_the_real_node_and_shows_100_percen
     for index in range(replicas):
         assert f" {name}-{index} " in shown.stdout, shown.stdout
     assert NODE_NAME in shown.stdout, shown.stdout
+
+
+def test_a_job_whose_progress_is_never_read_shows_what_its_trainers_left(real: JobEnv) -> None:
+    """With the metrics port off (0) no process serves its gauges and the operator reads
+    none: the final progress comes from the pods' termination messages alone."""
+    job = on_real_node(yaml.safe_load(EXAMPLE.read_text()), cpu="500m", memory="2Gi")
+    name = job["metadata"]["name"] = "unread"
+    trainer = job["spec"]["template"]["spec"]["containers"][0]
+    trainer["env"] = [{"name": "MGJ_TRAINER_METRICS_PORT", "value": "0"}]
+    real.apply(job)
+    status = wait_for(lambda: finished(real, name), f"{name} finished", TRAIN_TIMEOUT, 2)
+    assert status["phase"] == "Succeeded", json.dumps(status, indent=1)
+    progress = status.get("progress") or {}
+    assert (progress.get("percent"), progress.get("summary")) == (100, "100%"), status
+    assert progress.get("step") == progress.get("totalSteps"), status
+    assert "lastProgressTime" not in progress, status  # no gauge was ever read
