@@ -313,7 +313,7 @@ off.
 `PYTHONPATH=images/trainer python3 -m multigpu_train.gpu_check --report gpu-check.json`
 (`make gpu-check`) on a GPU machine runs every technique one GPU can run, DDP against a
 plain loop (goal >= 0.97), the model FLOPs utilisation and, with two or more GPUs,
-DataParallel against DDP and NCCL's all-reduce bandwidth. No result file of today's code.
+DataParallel against DDP and NCCL's all-reduce bandwidth. No result file recorded.
 """
 
 
