@@ -30,7 +30,7 @@ pytestmark = pytest.mark.cluster
 # The console scripts the package installs beside the interpreter (pyproject.toml).
 BIN = Path(sys.executable).parent
 MGJ = BIN / "mgj"
-TABLE_HEADER = ["NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE"]
+TABLE_HEADER = ["NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "RUNTIME", "AGE"]
 
 
 def user_env(cluster: LocalCluster) -> dict[str, str]:

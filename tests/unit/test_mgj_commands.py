@@ -59,7 +59,15 @@ def test_mgj_submit_get_describe_delete(
     assert "node-a" in out
     code, out, _ = mgj(fake, capsys, "get")
     assert code == 0
-    assert out.splitlines()[0].split() == ["NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE"]
+    assert out.splitlines()[0].split() == [
+        "NAME",
+        "PHASE",
+        "ATTEMPT",
+        "PROGRESS",
+        "ETA",
+        "RUNTIME",
+        "AGE",
+    ]
     assert out.splitlines()[1].split()[:2] == ["train", "Pending"]
     set_status(
         fake,

@@ -4,6 +4,8 @@ mgj render FILE|DIR [-n NAMESPACE]          print the objects the operator would
 mgj render FILE|DIR --server [-n NS]        the same, the jobs checked by the cluster's API
                                             server (a dry run through the kubeconfig)
 mgj run FILE|DIR --local [--cpu] [-n NS]    run the job's pods as processes on this machine
+  (render and run: --runtimes FILE|DIR gives the runtimes jobs name, beside those in
+  FILE|DIR; one in neither is read from the cluster through the kubeconfig)
 mgj logs JOB [-n NS] [--attempt N] [--replica N] [-f]  every rank's log, by replica index
 mgj crd                                     print the MultiGPUJob CRD
 mgj submit|get|wait|delete|describe ...     jobs on the cluster (jobs.py)
@@ -28,8 +30,8 @@ import yaml
 from multigpu_operator import __version__
 from multigpu_operator.api.crd import crd
 from multigpu_operator.api.spec import KIND
-from multigpu_operator.cli import jobs, logs, render
-from multigpu_operator.cli.manifests import InvalidYaml, read_and_note
+from multigpu_operator.cli import jobs, logs, render, runtimes
+from multigpu_operator.cli.manifests import InvalidYaml, read_and_note, read_manifests
 from multigpu_operator.client.log_pods import LogsError
 from multigpu_operator.cluster.errors import ClusterError
 
@@ -64,6 +66,15 @@ def main(argv: list[str] | None = None, cluster: Cluster | None = None) -> int:
         help="run a GPU job on CPU: each GPU becomes a CPU process on the gloo backend",
     )
     run_cmd.add_argument("-n", "--namespace", default="default")
+    for cmd in (render_cmd, run_cmd):
+        cmd.add_argument(
+            "--runtimes",
+            type=Path,
+            action="append",
+            default=[],
+            metavar="FILE|DIR",
+            help="runtimes the jobs name (else those in FILE, else the cluster's)",
+        )
     logs.add_parser(sub)
     jobs.add_parsers(sub)
     sub.add_parser("crd", help="print the MultiGPUJob CustomResourceDefinition")
@@ -109,13 +120,20 @@ def check_on_server(
     return [a if isinstance(a, dict) else [a] for a in answers]
 
 
+def runtime_documents(paths: list[Path]) -> list[Any]:
+    """The runtimes of the --runtimes files and directories."""
+    return [doc for path in paths for doc in read_manifests(path).runtimes]
+
+
 def _dispatch(args: argparse.Namespace, cluster: Cluster | None) -> int:
     if args.command == "crd":
         yaml.safe_dump(crd(), sys.stdout, sort_keys=False)
         sys.stdout.flush()
         return 0
     if args.command == "run":
-        return render.run(args.file, args.namespace, local=args.local, cpu=args.cpu)
+        given = runtime_documents(args.runtimes)
+        found = runtimes.finder([*given, *read_manifests(args.file).runtimes], cluster)
+        return render.run(args.file, args.namespace, local=args.local, cpu=args.cpu, runtimes=found)
     if args.command in jobs.COMMANDS:
         return jobs.run(args, cluster)
     if args.command == "logs":
@@ -123,7 +141,8 @@ def _dispatch(args: argparse.Namespace, cluster: Cluster | None) -> int:
     manifests = read_and_note(args.file)
     on_server = functools.partial(check_on_server, cluster)
     check = on_server if args.server else render.check_offline
-    objects, errors = render.render(manifests.jobs, args.namespace, check)
+    found = runtimes.finder([*runtime_documents(args.runtimes), *manifests.runtimes], cluster)
+    objects, errors = render.render(manifests.jobs, args.namespace, check, found)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if objects:

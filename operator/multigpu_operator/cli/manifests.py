@@ -1,18 +1,20 @@
 """The documents `mgj render` and `mgj run` read: a YAML or JSON file of one or more
 documents (- reads stdin), or a directory standing for its .yaml, .yml and .json files in
-name order, as `kubectl apply -f DIR` reads it. Documents of other kinds are skipped,
-with a note saying so."""
+name order, as `kubectl apply -f DIR` reads it. Runtimes (MultiGPURuntime,
+ClusterMultiGPURuntime) are kept for the jobs that name them; documents of other kinds
+are skipped, with a note saying so."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from multigpu_operator.api.runtime import RuntimeKind
 from multigpu_operator.api.spec import KIND
 
 # What `kubectl apply -f DIR` reads from a directory.
@@ -25,17 +27,21 @@ class Manifests:
 
     jobs: list[Any]  # the MultiGPUJobs
     skipped: list[str]  # one note per other document
+    runtimes: list[Any] = field(default_factory=list)  # runtimes, for the jobs naming them
 
 
 def read_manifests(path: Path) -> Manifests:
     jobs: list[Any] = []
     skipped: list[str] = []
+    runtimes: list[Any] = []
     for where, doc in _documents(path):
         if is_job(doc):
             jobs.append(doc)
+        elif is_runtime(doc):
+            runtimes.append(doc)
         elif doc is not None:  # an empty document (a stray ---) is no document
             skipped.append(f"skipped {where}: {_describe(doc)}, not a {KIND}")
-    return Manifests(jobs, skipped)
+    return Manifests(jobs, skipped, runtimes)
 
 
 def read_and_note(path: Path) -> Manifests:
@@ -53,6 +59,10 @@ class InvalidYaml(ValueError):
 
 def is_job(doc: Any) -> bool:
     return isinstance(doc, Mapping) and doc.get("kind") == KIND
+
+
+def is_runtime(doc: Any) -> bool:
+    return isinstance(doc, Mapping) and doc.get("kind") in tuple(RuntimeKind)
 
 
 def _documents(path: Path) -> Iterator[tuple[str, Any]]:

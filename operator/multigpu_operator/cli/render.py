@@ -15,6 +15,7 @@ from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import KIND, Job
 from multigpu_operator.api.validation import validate_object, with_defaults
 from multigpu_operator.cli.manifests import is_job, read_and_note
+from multigpu_operator.cli.runtimes import Finder, finder, resolve
 from multigpu_operator.local.runner import run_job
 from multigpu_operator.plan import DesiredState, PlanError, plan_job
 
@@ -42,14 +43,18 @@ def plan_documents(
     namespace: str,
     uid: str = PLACEHOLDER_UID,
     check: Check = check_offline,
+    runtimes: Finder | None = None,
 ) -> tuple[list[tuple[Job, DesiredState]], list[str]]:
-    """Every MultiGPUJob in `documents`, validated by `check`, and planned by the
-    operator's own planner; plus what is wrong with the others, one line each."""
+    """Every MultiGPUJob in `documents`, validated by `check`, merged with the runtime it
+    names (found by `runtimes`: cli/runtimes.py), and planned by the operator's own
+    planner; plus what is wrong with the others, one line each."""
     planned: list[tuple[Job, DesiredState]] = []
     errors: list[str] = []
     jobs = [doc for doc in documents if is_job(doc)]
     for doc, stored in zip(jobs, check(jobs, namespace), strict=True):
         name = doc.get("metadata", {}).get("name", "?")
+        if not isinstance(stored, list):
+            stored = resolve(stored, namespace, runtimes or finder([], None, ask_cluster=False))
         if isinstance(stored, list):
             errors += [f"{name}: {p}" for p in stored]
             continue
@@ -63,10 +68,13 @@ def plan_documents(
 
 
 def render(
-    documents: Iterable[Any], namespace: str, check: Check = check_offline
+    documents: Iterable[Any],
+    namespace: str,
+    check: Check = check_offline,
+    runtimes: Finder | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Children of every MultiGPUJob in `documents`, through the operator's own planner."""
-    planned, errors = plan_documents(documents, namespace, check=check)
+    planned, errors = plan_documents(documents, namespace, check=check, runtimes=runtimes)
     objects = [
         obj
         for _, desired in planned
@@ -75,7 +83,9 @@ def render(
     return objects, errors
 
 
-def run(path: Path, namespace: str, *, local: bool, cpu: bool) -> int:
+def run(
+    path: Path, namespace: str, *, local: bool, cpu: bool, runtimes: Finder | None = None
+) -> int:
     """`mgj run`: the one MultiGPUJob in `path`, as processes on this machine."""
     if not local:
         print(
@@ -86,7 +96,10 @@ def run(path: Path, namespace: str, *, local: bool, cpu: bool) -> int:
         return 2
     manifests = read_and_note(path)
     # A fresh UID per run, as the API server would give: it is the rendezvous id.
-    planned, errors = plan_documents(manifests.jobs, namespace, f"local-{uuid.uuid4()}")
+    uid = f"local-{uuid.uuid4()}"
+    if runtimes is None:
+        runtimes = finder(manifests.runtimes, None)
+    planned, errors = plan_documents(manifests.jobs, namespace, uid, runtimes=runtimes)
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if errors:

@@ -19,6 +19,10 @@ def show_job(view: JobView) -> str:
         f"Phase:     {status.phase or 'new'}" + (f" ({status.reason})" if status.reason else ""),
         f"Attempt:   {status.attempt or 1}    Restarts: {status.restarts or 0}",
     ]
+    if view.runtime:
+        copy = status.runtime
+        kept = f" (its generation {copy.generation} kept)" if copy and copy.generation else ""
+        lines.append(f"Runtime:   {view.runtime}{kept}")
     if status.progress is not None:
         lines.append(f"Progress:  {progress_text(status)}")
     if view.pods:
@@ -32,19 +36,24 @@ def show_job(view: JobView) -> str:
 
 
 def job_table(views: list[JobView], now: datetime) -> str:
-    rows = [("NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "AGE")] + [
+    rows = [("NAME", "PHASE", "ATTEMPT", "PROGRESS", "ETA", "RUNTIME", "AGE")] + [
         (
             v.name,
             str(v.phase or "-"),
             str(v.status.attempt or "-"),
             (v.status.progress.summary or "-") if v.status.progress else "-",
             (v.status.progress.eta or "-") if v.status.progress else "-",
+            v.runtime.split()[-1] if v.runtime else "-",
             _age(v.created, now),
         )
         for v in views
     ]
     width = max(len(r[0]) for r in rows) + 2
-    return "".join(f"{r[0]:<{width}}{r[1]:<12}{r[2]:<9}{r[3]:<12}{r[4]:<9}{r[5]}\n" for r in rows)
+    runtime = max(len(r[5]) for r in rows) + 2
+    return "".join(
+        f"{r[0]:<{width}}{r[1]:<12}{r[2]:<9}{r[3]:<12}{r[4]:<9}{r[5]:<{runtime}}{r[6]}\n"
+        for r in rows
+    )
 
 
 def progress_text(status: JobStatus) -> str:

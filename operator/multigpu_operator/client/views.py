@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from multigpu_operator.api.pod_labels import attempt_of, replica_index
+from multigpu_operator.api.runtime import CLUSTER_RUNTIME_KIND
 from multigpu_operator.api.spec import API_VERSION, KIND, Job
 from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.client.log_pods import by_replica_index, pod_name
@@ -65,6 +66,7 @@ class JobView:
     status: JobStatus
     pods: list[PodView]  # by replica index
     created: str | None = None  # metadata.creationTimestamp
+    runtime: str | None = None  # spec.runtimeRef: "ClusterMultiGPURuntime gpu-ddp"
 
     @property
     def phase(self) -> Phase | None:
@@ -143,4 +145,12 @@ def job_view(job: Mapping[str, Any], pods: list[dict[str, Any]]) -> JobView:
         status=JobStatus.model_validate(job.get("status") or {}),
         pods=[pod_view(p) for p in by_replica_index(pods) if attempt_of(p) == latest],
         created=meta.get("creationTimestamp"),
+        runtime=runtime_named((job.get("spec") or {}).get("runtimeRef")),
     )
+
+
+def runtime_named(ref: Any) -> str | None:
+    """A spec.runtimeRef as `mgj` shows it: "ClusterMultiGPURuntime gpu-ddp"."""
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        return None
+    return f"{ref.get('kind') or CLUSTER_RUNTIME_KIND} {ref['name']}"
