@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import fields
@@ -137,7 +138,7 @@ def command_line(argv: list[str]) -> str:
     """The command as run from the repository root, the interpreter left out."""
     script = Path(argv[0]).resolve()
     shown = script.relative_to(REPO) if script.is_relative_to(REPO) else Path(argv[0])
-    return " ".join([str(shown), *argv[1:]])
+    return shlex.join([str(shown), *argv[1:]])
 
 
 # bench_create's printed report (report.py) read back -----------------------------------
