@@ -108,7 +108,7 @@ TIMED_OUT = {
 }
 
 
-def test_another_rack_after_the_gang_timeout() -> None:
+def test_another_rack_when_the_scheduler_turns_the_gang_away() -> None:
     pods = [unschedulable(0), unschedulable(1)]
     decision = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(61)))
     assert decision.delete_pods == ("job-0", "job-1")
@@ -128,9 +128,9 @@ def test_another_rack_after_the_gang_timeout() -> None:
     assert not later.status.restarts
 
 
-def test_before_the_gang_timeout_the_gang_waits() -> None:
-    pods = [unschedulable(0), unschedulable(1)]
-    decision = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(30)))
+def test_pods_the_scheduler_has_not_turned_away_stay() -> None:
+    pods = [pod(0), pod(1)]
+    decision = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(1)))
     assert decision.delete_pods == ()
 
 

@@ -58,12 +58,12 @@ CHOICES: list[tuple[str, Placement, int, list[Domain], tuple[str, ...], Choice]]
         Choice((("r2", 2),), tried=("r1",)),
     ),
     (
-        "all-tried-start-over",
+        "all-tried-any-again-tried-kept",
         REQUIRED,
         2,
         [rack("r1", 2), rack("r2", 4)],
         ("r1", "r2"),
-        Choice((("r1", 2),)),
+        Choice((("r1", 2),), tried=("r1", "r2")),
     ),
     (
         "exclusive-skips-busy",

@@ -55,15 +55,19 @@ def choose(
         return Choice(never=_never(level, pods, per_pod, resource, domains))
     kept = tuple(t for t in tried if any(d.name == t for d in domains))
     untried = [d for d in fitting if d.name not in kept]
-    if fitting and not untried:  # every domain that could hold it was tried: start over
-        kept, untried = (), fitting
+    # Every domain that could hold it was tried: any of them again, and the tried ones
+    # stay recorded, so that the job no longer moves before its gang timeout.
+    exhausted = bool(fitting) and not untried
+    if exhausted:
+        untried = fitting
+    skip = () if exhausted else kept
     room = _room(placement.exclusive)
     holds = [d for d in untried if room(d) >= pods]
     if holds:
         best = min(holds, key=lambda d: (room(d), d.name))
         return Choice(((best.name, pods),), tried=kept)
     if preferred:
-        spread, left = _fewest([d for d in domains if d.name not in kept], pods, room)
+        spread, left = _fewest([d for d in domains if d.name not in skip], pods, room)
         if not left:
             return Choice(spread, tried=kept)
         if not untried:  # not even spread over every domain now: wait where it could run

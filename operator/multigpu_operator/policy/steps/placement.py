@@ -1,6 +1,6 @@
 """spec.placement in the pass (pure): the domains recorded in the status, no domain that
-could ever hold the job said at once, and another domain chosen when the gang does not
-start within gang.timeoutSeconds.
+could ever hold the job said at once, and another domain chosen when the gang cannot
+start where it is.
 
 The choice itself is policy/placement/ (made before the steps, in reconcile.observe, so
 that every step and the pods created see the same one). Here:
@@ -9,18 +9,16 @@ that every step and the pods created see the same one). Here:
   what the job needs and the largest domain, and a Warning event, at once; after
   gang.timeoutSeconds the job fails with NoDomainFits unless onTimeout is Wait (a node
   may still join meanwhile). Distinct from waiting for busy GPUs (Unschedulable).
-- The gang did not start in the chosen domains within gang.timeoutSeconds (the operator
-  guessed from its own pods, and other workloads fill the domain): while another domain
-  that holds the job now (as far as the operator knows) was not tried, its pods are
-  deleted, the domains are recorded in status.placement.tried, and the next attempt (not
-  counted as a restart) chooses again. Otherwise (a busy cluster, every domain tried)
-  gang.onTimeout applies as for any job (policy/steps/gang.py): with Requeue, the next
-  attempt chooses afresh.
+- The scheduler turns a pod of the gang away in the chosen domains (the operator guessed
+  from its own pods, and other workloads fill the domain): while another domain that
+  holds the job now (as far as the operator knows) was not tried, its pods are deleted,
+  the domains are recorded in status.placement.tried, and the next attempt (not counted
+  as a restart) chooses again. Otherwise (a busy cluster, every domain tried: the job
+  moves no more) the gang waits and gang.onTimeout applies as for any job
+  (policy/steps/gang.py): with Requeue, the next attempt chooses again.
 """
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from multigpu_operator.api.lifecycle import GangTimeoutAction
 from multigpu_operator.api.placement import level_name
@@ -44,7 +42,7 @@ def domain_choice(seen: Observed, progress: Progress) -> Outcome:
         return Outcome()
     if where.choice.never:
         return _no_domain_fits(seen, where)
-    moved = _after_gang_timeout(seen, progress, where)
+    moved = _moved(seen, progress, where)
     if moved is not None:
         return moved
     status = JobStatus(placement=where.status())
@@ -93,9 +91,9 @@ def _no_domain_fits(seen: Observed, where: Placed) -> Outcome:
     )
 
 
-def _after_gang_timeout(seen: Observed, progress: Progress, where: Placed) -> Outcome | None:
-    """The chosen domains given up, if the gang did not start there in time and another
-    domain could hold the job; None otherwise."""
+def _moved(seen: Observed, progress: Progress, where: Placed) -> Outcome | None:
+    """The chosen domains given up, if the scheduler turned a pod of the gang away there
+    and another domain not tried holds the job now; None otherwise."""
     if not where.alternatives or not where.choice.domains:
         return None
     if seen.elastic and seen.previous.created_attempt and seen.had_condition(ConditionType.RUNNING):
@@ -108,18 +106,16 @@ def _after_gang_timeout(seen: Observed, progress: Progress, where: Placed) -> Ou
     spec = seen.job.spec
     needed = spec.elastic.min_replicas if seen.elastic and spec.elastic else len(seen.desired.pods)
     state = scheduling(current)
-    since = seen.previous.unscheduled_since
-    if not current or state.scheduled >= needed or not state.unschedulable or since is None:
+    if not current or state.scheduled >= needed or not state.unschedulable:
         return None
-    timeout = spec.gang.timeout_seconds
-    if seen.now < since + timedelta(seconds=timeout):
-        return None
+    # The scheduler turned a pod away: the domain cannot hold the job now, whatever the
+    # operator's estimate said (it sees only its own pods).
     level = level_name(where.placement.topology_key)
     others = len(where.alternatives)
     msg = (
-        f"the gang did not start in {where.summary()} within gang.timeoutSeconds "
-        f"({timeout}s): {state.shortage(needed)}; choosing again among {others} other {level}"
-        f"{'s' if others > 1 else ''}"
+        f"the scheduler cannot place the gang in {where.summary()} now: "
+        f"{state.shortage(needed)}; choosing again among {others} other {level}"
+        f"{'s' if others > 1 else ''} that hold it now"
     )
     # A fresh attempt (not counted as a restart) once the pods are gone, through the
     # requeue after a gang timeout (policy/steps/requeue.py), at once.
