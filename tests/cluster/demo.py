@@ -44,6 +44,9 @@ RELEASE = "demo"  # the chart names its objects demo-multigpu-operator
 REAL_EXAMPLE = REPO / "examples/cpu-ddp.yaml"
 # CPU-only too, but its script is not in the trainer image: `mgj run --local` runs it.
 LOCAL_ONLY_EXAMPLES = {REPO / "examples/tutorial-script.yaml"}
+# CPU-only jobs that would train on the real node beside the main one (two cores) and end
+# before the simulated examples all run: tests/integration/test_frameworks.py runs them.
+FRAMEWORK_EXAMPLES = {REPO / "examples/lightning-ddp.yaml", REPO / "examples/accelerate-ddp.yaml"}
 TRAIN_TIMEOUT = 600
 # --monitoring: the chart's monitors and rules (the example declares the trainers' port).
 MONITORING_VALUES = (
@@ -76,7 +79,7 @@ def main() -> int:
     # As a user applies it: nothing in the file places it on the real node.
     real = yaml.safe_load(REAL_EXAMPLE.read_text())
     kubectl("apply", "-n", NAMESPACE, "-f", str(REAL_EXAMPLE))
-    skipped = {REAL_EXAMPLE, *LOCAL_ONLY_EXAMPLES}
+    skipped = {REAL_EXAMPLE, *LOCAL_ONLY_EXAMPLES, *FRAMEWORK_EXAMPLES}
     simulated = [p for p in sorted((REPO / "examples").glob("*.yaml")) if p not in skipped]
     for path in simulated:
         print(kubectl("apply", "-n", NAMESPACE, "-f", str(path)).stdout, end="")
