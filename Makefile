@@ -26,7 +26,7 @@ help:
 	@echo "make demo          local cluster + the operator in it; a DDP job trains on real pods"
 	@echo "                   (MONITORING=1: and a Prometheus reading the chart's monitors and alerts)"
 	@echo "make test          install everything, then lint, type checks, unit and integration tests"
-	@echo "make images        build the trainer and operator images (buildah); push them and the chart to the local registry"
+	@echo "make images        build the trainer, frameworks and operator images (buildah); push them and the chart to the local registry"
 	@echo "make cluster-up    start (or reuse) the local cluster; make cluster-down stops it and the tests' one"
 	@echo "make docs          rewrite the docs' tables generated from the API's models, and docs/benchmarks.md"
 	@echo "make gpu-check     on a GPU machine: versions, every technique, DDP/DataParallel/MFU/NCCL figures"

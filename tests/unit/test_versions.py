@@ -18,7 +18,9 @@ from multigpu_operator import __version__
 REPO = Path(__file__).resolve().parents[2]
 CHART = yaml.safe_load((REPO / "charts/multigpu-operator/Chart.yaml").read_text())
 APP_VERSION = str(CHART["appVersion"])
-IMAGE_TAG = re.compile(r"ghcr\.io/multigpu-operator/(?:trainer|operator):([0-9][^\s\"'-]*)\b")
+IMAGE_TAG = re.compile(
+    r"ghcr\.io/multigpu-operator/(?:trainer|trainer-frameworks|operator):([0-9][^\s\"'-]*)\b"
+)
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$")
 
 
