@@ -19,18 +19,23 @@ import pytest
 import yaml
 from kubernetes import client
 
+from cluster.images import TRAINER_IMAGE
 from cluster.localcluster import LocalCluster
+from cluster.realnode_config import NODE_KIND, NODE_KIND_LABEL, NODE_NAME
 from support.chart import helm, installed
 from support.jobs import job_status
 from support.operator_log import reconcile_errors, refusals, troubles
 from support.operator_looks import api_requests
 from support.operator_process import OperatorProcess
+from support.real_pods import RESTRICTED_CONTAINER, TOLERATION, pod_log, unpushed_images
 from support.service_account import service_account_kubeconfig
 from support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 # CPU-only: it does not wait for GPUs that other jobs on the shared test cluster hold.
 EXAMPLE = REPO / "examples/cpu-ddp.yaml"
+# The job of about ten lines on the chart's cpu-ddp runtime (docs/runtimes.md).
+RUNTIME_EXAMPLE = REPO / "examples/runtimes/ddp.yaml"
 # What kubectl auth can-i calls the resources that mgj_api_requests_total counts.
 RESOURCE_NAMES = {
     "pods": ("pods", None),
@@ -169,3 +174,52 @@ def test_a_permission_missing_from_the_chart_stops_the_job_and_is_reported(
     assert job_status(api_client, namespace, name).get("phase") != "Running"
     # RBAC's refusal, not another one (the API error body is logged as escaped JSON).
     assert re.search(r'cannot create resource \\?"pods\\?"', operator.log())
+
+
+def test_the_default_runtimes_train_the_ten_line_example_on_the_real_node(
+    installed_crd: LocalCluster,
+    api_client: client.ApiClient,
+    namespace: str,
+    release: str,
+    tmp_path: Path,
+) -> None:
+    """`helm install` puts the default runtimes in (values runtimes.defaultEnabled); the
+    ten-line example names cpu-ddp, whose image, command and launcher the runtime holds, and
+    trains on the real node's real pods, with what this namespace and node ask besides."""
+    missing = unpushed_images(installed_crd)
+    assert not missing, f"{missing} not in the local registry: run `make images` first"
+    listed = installed_crd.kubectl("get", "clustermultigpuruntimes", "-o", "name").stdout
+    assert {"cpu-ddp", "gpu-ddp", "elastic"} <= {n.rsplit("/", 1)[-1] for n in listed.split()}
+    job: dict[str, Any] = yaml.safe_load(RUNTIME_EXAMPLE.read_text())
+    pod = job["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {NODE_KIND_LABEL: NODE_KIND}
+    pod["tolerations"] = [TOLERATION]
+    (trainer,) = pod["containers"]
+    trainer["securityContext"] = RESTRICTED_CONTAINER
+    trainer["resources"] = {"requests": {"cpu": "100m", "memory": "1Gi"}}
+    name = job["metadata"]["name"]
+    operator = start_operator_as_chart_account(installed_crd, namespace, tmp_path)
+    try:
+        installed_crd.kubectl("apply", "-n", namespace, "-f", "-", stdin=json.dumps(job))
+
+        def finished() -> dict[str, Any] | None:
+            status = job_status(api_client, namespace, name)
+            return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+        status = wait_for(finished, f"{name} finished on the real node", timeout=600)
+    finally:
+        operator.stop()
+    assert status["phase"] == "Succeeded", status
+    assert (status["runtime"]["name"], status["runtime"]["kind"]) == (
+        "cpu-ddp",
+        "ClusterMultiGPURuntime",
+    )
+    for rank in range(2):
+        pod_name = f"{name}-{rank}"
+        log = pod_log(installed_crd, namespace, pod_name)
+        assert f"rank={rank}/2" in log, log[-2000:]
+        assert "final test_accuracy=" in log, log[-2000:]
+        placed = client.CoreV1Api(api_client).read_namespaced_pod(pod_name, namespace)
+        assert placed.spec.node_name == NODE_NAME
+        assert placed.spec.containers[0].image == TRAINER_IMAGE  # the runtime's
+    assert refusals(operator) == [], operator.log()
