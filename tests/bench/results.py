@@ -41,6 +41,7 @@ def code_of(checkout: Path = REPO) -> dict[str, Any]:
         "commit": git("rev-parse", "HEAD", cwd=checkout),
         "dirty": bool(changed),
         "dirty_operator": any(path.startswith("operator/") for path in changed),
+        "dirty_trainer": any(path.startswith("images/trainer/") for path in changed),
     }
 
 
@@ -108,6 +109,8 @@ def file_name(rec: Record) -> str:
     day, time = rec["date"][:10], rec["date"][11:16].replace(":", "")
     size = rec["size"]
     shape = f"{size['jobs']}x{size['pods']}"
+    if size.get("shape") == "ranks":  # a training benchmark: its most ranks
+        shape = f"{size['pods']}ranks"
     if size.get("rate"):
         shape = f"{size['rate']:g}per-s-{size['jobs']}x{size['pods']}"
     for key in ("existing", "cycles"):

@@ -15,51 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from multigpu_train import checkpoint, checkpoint_layout
-from training import procs
-
-RESUME_GOAL = 1.3
-
-# About 6.3 M parameters: a checkpoint of about 75 MiB with Adam's two moments.
-FLAGS = [
-    "--dataset", "synthetic", "--synthetic-samples", "64", "--synthetic-shape", "1,8,8",
-    "--model", "transformer", "--transformer-dim", "256", "--transformer-layers", "8",
-    "--batch-size", "8", "--micro-batches", "2", "--epochs", "1", "--steps-per-epoch", "1",
-]  # fmt: skip
-
-
-def checkpoint_mib(directory: Path) -> float:
-    """The size of the latest checkpoint: the file, or every rank's shards together."""
-    name = checkpoint_layout.latest(directory)
-    if name is None:
-        return checkpoint.path_in(directory).stat().st_size / 2**20
-    return sum(p.stat().st_size for p in (directory / name).iterdir()) / 2**20
-
-
-def resume_growth_mib(
-    directory: Path,
-    ranks: int,
-    module: str = "multigpu_train.pipeline",
-    flags: list[str] = FLAGS,
-) -> tuple[list[float], float]:
-    """Each rank's rise in resident memory during the resume, and the checkpoint's size."""
-    env = [{"MGJ_CHECKPOINT_DIR": str(directory)}] * ranks
-    for done in procs.run_ranks(module, flags, ranks, per_rank=env):
-        done.check()
-    # The same --epochs: the job resumes at its end, and only scores the test split.
-    again = procs.run_ranks("training.workers.resume_rss", [module, *flags], ranks, per_rank=env)
-    grown = [done.check().floats(r"resume peak rss growth kib=(\d+)")[0] / 1024 for done in again]
-    return grown, checkpoint_mib(directory)
+from training.resume_memory import RESUME_GOAL, ddp_flags, resume_growth_mib
 
 
 @pytest.mark.parametrize("sharding", ["none", "full"])
 def test_a_rank_holds_at_most_one_copy_of_the_checkpoint_at_a_resume(
     tmp_path: Path, sharding: str
 ) -> None:
-    # The pipeline's flags but its micro-batches: the same 6.3 M-parameter transformer.
-    flags = [*FLAGS[: FLAGS.index("--micro-batches")], "--epochs", "1", "--steps-per-epoch", "1"]
-    flags += ["--sharding", sharding]
-    grown, size = resume_growth_mib(tmp_path, 2, "multigpu_train.ddp", flags)
+    grown, size = resume_growth_mib(tmp_path, 2, "multigpu_train.ddp", ddp_flags(sharding))
     ratios = [g / size for g in grown]
     print(
         f"--sharding {sharding}: checkpoint {size:.1f} MiB; resume peak growth per rank "

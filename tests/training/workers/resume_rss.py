@@ -11,8 +11,7 @@ from __future__ import annotations
 import runpy
 import sys
 from pathlib import Path
-
-from multigpu_train.checkpoint_manager import CheckpointManager
+from typing import Any
 
 
 def _kib(field: str) -> int:
@@ -22,17 +21,30 @@ def _kib(field: str) -> int:
     raise LookupError(field)
 
 
+def _resuming() -> Any:
+    """The class whose `resume` loads the checkpoint: the CheckpointManager, or in a
+    trainer from before it (tests/bench/bench_resume_memory.py --trainer), the Trainer."""
+    try:
+        from multigpu_train.checkpoint_manager import CheckpointManager
+    except ImportError:
+        from multigpu_train.trainer import Trainer
+
+        return Trainer
+    return CheckpointManager
+
+
 def main() -> None:
     module, flags = sys.argv[1], sys.argv[2:]
-    resume = CheckpointManager.resume
+    owner = _resuming()
+    resume = owner.resume
 
-    def measured(self: CheckpointManager) -> None:
+    def measured(self: Any) -> None:
         Path("/proc/self/clear_refs").write_text("5")
         before = _kib("VmRSS")
         resume(self)
         print(f"resume peak rss growth kib={_kib('VmHWM') - before}", flush=True)
 
-    CheckpointManager.resume = measured  # type: ignore[method-assign]
+    owner.resume = measured
     sys.argv = [module, *flags]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
