@@ -36,8 +36,9 @@ def test_kustomize_base_installs_on_the_server(
     kinds = sorted(d["kind"] for d in docs)
     assert kinds == [
         "ClusterRole",
+        "ClusterRole",  # users read runtimes (aggregated into view, edit, admin)
         "ClusterRoleBinding",
-        "CustomResourceDefinition",
+        *["CustomResourceDefinition"] * 3,  # MultiGPUJob and the two runtime kinds
         "Deployment",
         "Namespace",
         "PodDisruptionBudget",

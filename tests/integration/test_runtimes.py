@@ -182,3 +182,21 @@ def test_a_job_without_mode_or_runtime_is_refused(jobs: JobEnv) -> None:
     body = str(refused.value.body)
     assert "spec.mode: Invalid value" in body
     assert "spec.mode is required unless spec.runtimeRef" in body
+
+
+def test_kubectl_explain_and_get_describe_the_runtimes(jobs: JobEnv, runtimes: Runtimes) -> None:
+    explain = jobs.cluster.kubectl
+    assert (
+        "may not set to another value"
+        in explain("explain", "clustermultigpuruntime.spec.lockedFields").stdout
+    )
+    assert (
+        "Default for the jobs that use this runtime"
+        in explain("explain", "multigpuruntime.spec.gpusPerReplica").stdout
+    )
+    assert "ClusterMultiGPURuntime" in explain("explain", "multigpujob.spec.runtimeRef").stdout
+    name = runtimes.apply("shown", queueName="team-a")
+    table = explain("get", "cmgjrt", name).stdout.splitlines()
+    assert table[0].split() == ["NAME", "MODE", "LAUNCHER", "GPUS/REPLICA", "IMAGE", "QUEUE", "AGE"]
+    assert table[1].split()[:2] == [name, "DistributedDataParallel"]
+    assert "team-a" in table[1]

@@ -29,6 +29,7 @@ from typing import Any
 
 from multigpu_operator import metrics
 from multigpu_operator.actuator import Actuator, Refused, WaitingFor
+from multigpu_operator.api.status import JobStatus
 from multigpu_operator.cluster.errors import (
     AccessDenied,
     ClusterError,
@@ -164,7 +165,7 @@ class Controller:
     def _runtime_changed(self, runtime: RuntimeKey) -> None:
         """Wake the jobs that name `runtime` and have not started with a copy of it."""
         for key, body in self.jobs.items():
-            if names_runtime(body, runtime) and not (body.get("status") or {}).get("runtime"):
+            if names_runtime(body, runtime) and not _started(body):
                 self.enqueue(key)
 
     def enqueue(self, key: JobKey) -> None:
@@ -264,3 +265,12 @@ class Controller:
         """Reconcile `key` again after `delay` seconds; one timer per job, the earliest."""
         # A little late rather than early: timestamps in the status have whole seconds.
         self.queue.add_after(key, delay + 0.5)
+
+
+def _started(job: Mapping[str, Any]) -> bool:
+    """Whether the job keeps a copy of its runtime (status.runtime): no runtime event
+    changes what it runs."""
+    try:
+        return JobStatus.read(job.get("status") or {}).runtime is not None
+    except ValueError:  # a status this version cannot read: its pass says why
+        return False
