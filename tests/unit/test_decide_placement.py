@@ -128,6 +128,16 @@ def test_another_rack_when_the_scheduler_turns_the_gang_away() -> None:
     assert not later.status.restarts
 
 
+def test_a_gang_partly_placed_moves_only_at_the_gang_timeout() -> None:
+    placed = unschedulable(0)
+    placed["spec"]["nodeName"] = "a0"
+    pods = [placed, unschedulable(1)]
+    before = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(30)))
+    assert before.delete_pods == ()
+    after = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(61)))
+    assert after.delete_pods == ("job-0", "job-1")
+
+
 def test_pods_the_scheduler_has_not_turned_away_stay() -> None:
     pods = [pod(0), pod(1)]
     decision = decide(inputs(placed_job(2), pods, previous=TIMED_OUT, nodes=NODES, now=at(1)))

@@ -10,15 +10,18 @@ that every step and the pods created see the same one). Here:
   gang.timeoutSeconds the job fails with NoDomainFits unless onTimeout is Wait (a node
   may still join meanwhile). Distinct from waiting for busy GPUs (Unschedulable).
 - The scheduler turns a pod of the gang away in the chosen domains (the operator guessed
-  from its own pods, and other workloads fill the domain): while another domain that
-  holds the job now (as far as the operator knows) was not tried, its pods are deleted,
-  the domains are recorded in status.placement.tried, and the next attempt (not counted
-  as a restart) chooses again. Otherwise (a busy cluster, every domain tried: the job
+  from its own pods, and other workloads fill the domain), and none of its pods is placed
+  yet, or some are and the gang did not start within gang.timeoutSeconds: while another
+  domain that holds the job now (as far as the operator knows) was not tried, its pods
+  are deleted, the domains are recorded in status.placement.tried, and the next attempt
+  (not counted as a restart) chooses again. Otherwise (a busy cluster, every domain tried: the job
   moves no more) the gang waits and gang.onTimeout applies as for any job
   (policy/steps/gang.py): with Requeue, the next attempt chooses again.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from multigpu_operator.api.lifecycle import GangTimeoutAction
 from multigpu_operator.api.placement import level_name
@@ -109,13 +112,21 @@ def _moved(seen: Observed, progress: Progress, where: Placed) -> Outcome | None:
     if not current or state.scheduled >= needed or not state.unschedulable:
         return None
     # The scheduler turned a pod away: the domain cannot hold the job now, whatever the
-    # operator's estimate said (it sees only its own pods).
+    # operator's estimate said (it sees only its own pods). With none of its pods placed
+    # the gang moves at once (nothing is lost); with some placed, at the gang timeout
+    # (deleting running pods takes their grace period, and the domain may free up).
+    timeout = spec.gang.timeout_seconds
+    since = seen.previous.unscheduled_since
+    timed_out = since is not None and seen.now >= since + timedelta(seconds=timeout)
+    if state.scheduled and not timed_out:
+        return None
     level = level_name(where.placement.topology_key)
     others = len(where.alternatives)
+    when = f"within gang.timeoutSeconds ({timeout}s)" if state.scheduled else "now"
     msg = (
-        f"the scheduler cannot place the gang in {where.summary()} now: "
-        f"{state.shortage(needed)}; choosing again among {others} other {level}"
-        f"{'s' if others > 1 else ''} that hold it now"
+        f"the gang cannot start in {where.summary()} {when}: {state.shortage(needed)}; "
+        f"choosing again among {others} other {level}{'s' if others > 1 else ''} that hold "
+        "it now"
     )
     # A fresh attempt (not counted as a restart) once the pods are gone, through the
     # requeue after a gang timeout (policy/steps/requeue.py), at once.
