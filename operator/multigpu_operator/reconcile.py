@@ -183,7 +183,7 @@ def observe(inputs: PassInputs, job: Job, desired: DesiredState) -> Observed:
     # Kueue places a queued job (its topology assignment), the operator any other.
     if inputs.queued:
         topology = inputs.admission.info.topology if inputs.admission else None
-        where = admitted(job, previous, topology)
+        where = admitted(job, previous, topology, inputs.nodes)
     else:
         where = placement_of(job, planned, previous, inputs.nodes, inputs.occupancy, avoided)
     ghosts = unjudged_gone(elastic, inputs.pods, inputs.gone, previous, inputs.now)

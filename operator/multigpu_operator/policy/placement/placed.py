@@ -164,23 +164,44 @@ def placed(
     return Placed(placement, choice, choice.domains != assigned, alternatives)
 
 
-def admitted(job: Job, previous: JobStatus, topology: TopologyAssignment | None) -> Placed | None:
+def admitted(
+    job: Job,
+    previous: JobStatus,
+    topology: TopologyAssignment | None,
+    nodes: Sequence[Mapping[str, Any]] = (),
+) -> Placed | None:
     """A queued job's placement: where Kueue's topology assignment put its pods, counted
-    by domain of spec.placement's level in Kueue's order; None without either."""
+    by domain of spec.placement's level in Kueue's order; None without either. Kueue may
+    name only the lowest level (the host): the level's value is then the nodes' label."""
     placement = job.spec.placement
-    if placement is None or topology is None or placement.topology_key not in topology.levels:
+    if placement is None or topology is None:
         return None
-    level = topology.levels.index(placement.topology_key)
+    key = placement.topology_key
     domains: list[tuple[str, int]] = []
     for values, pods in topology.domains:
-        if domains and domains[-1][0] == values[level]:
-            domains[-1] = (values[level], domains[-1][1] + pods)
+        labels = dict(zip(topology.levels, values, strict=True))
+        value = labels.get(key) or _label_of(nodes, labels, key)
+        if value is None:
+            return None
+        if domains and domains[-1][0] == value:
+            domains[-1] = (value, domains[-1][1] + pods)
         else:
-            domains.append((values[level], pods))
+            domains.append((value, pods))
     recorded = previous.placement
     before = tuple((d.name, d.pods) for d in (recorded.domains or ())) if recorded else ()
     chosen = tuple(domains)
     return Placed(placement, Choice(chosen), chosen != before)
+
+
+def _label_of(
+    nodes: Sequence[Mapping[str, Any]], labels: Mapping[str, str], key: str
+) -> str | None:
+    """`key`'s value on the first node that has all of `labels`."""
+    for node in nodes:
+        have = node["metadata"].get("labels") or {}
+        if key in have and all(have.get(k) == v for k, v in labels.items()):
+            return str(have[key])
+    return None
 
 
 def _stands(assigned: Assignment, domains: Sequence[Domain]) -> bool:
