@@ -45,7 +45,10 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 FLAVOR, CLUSTER_QUEUE = "default-flavor", "cq"
 WORKLOADS = f"{kueue.WORKLOADS}.{kueue.GROUP}"
 CACHED_LISTS = [
-    f"/apis/{GROUP}/{VERSION}/{PLURAL}?resourceVersion=0",
+    *(
+        f"/apis/{GROUP}/{VERSION}/{p}?resourceVersion=0"
+        for p in (PLURAL, "multigpuruntimes", "clustermultigpuruntimes")
+    ),
     *(
         f"/apis/{kueue.API_VERSION}/{r}?resourceVersion=0"
         for r in (kueue.WORKLOADS, kueue.RESOURCE_FLAVORS)
@@ -56,6 +59,8 @@ QUICK = {f"{SIM}/succeed-after": "2s"}
 GROUPS = {
     "events": "events.k8s.io",  # the operator posts events.k8s.io/v1 Events
     "multigpujobs": GROUP,
+    "multigpuruntimes": GROUP,
+    "clustermultigpuruntimes": GROUP,
     "leases": "coordination.k8s.io",
     "customresourcedefinitions": "apiextensions.k8s.io",
     kueue.WORKLOADS: kueue.GROUP,

@@ -102,7 +102,12 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
 
 def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalCluster) -> None:
     rendered = local_cluster.kubectl("kustomize", str(REPO / "manifests/rbac")).stdout
-    (role,) = (d for d in yaml.safe_load_all(rendered) if d["kind"] == "ClusterRole")
+    # The operator's (the other lets users read runtimes: aggregated into view).
+    (role,) = (
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d["kind"] == "ClusterRole" and "aggregate" not in str(d["metadata"])
+    )
     grants = {
         (group, resource, verb)
         for rule in role["rules"]
@@ -125,6 +130,8 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
         "workloads/status",
         "resourceflavors",
         "workloadpriorityclasses",
+        "multigpuruntimes",
+        "clustermultigpuruntimes",
     }
     assert ("", "pods", "create") in grants
     assert ("multigpu.dev", "multigpujobs/status", "patch") in grants
@@ -133,6 +140,9 @@ def test_cluster_role_grants_only_what_the_operator_uses(local_cluster: LocalClu
     assert ("multigpu.dev", "multigpujobs", "delete") in grants
     assert ("", "services", "delete") not in grants
     assert ("", "secrets", "get") not in grants
+    # Runtimes are only read (a job is merged with the one it names).
+    runtimes = {(r, v) for _, r, v in grants if r.endswith("multigpuruntimes")}
+    assert {v for _, v in runtimes} == {"list", "watch"}
     # Nodes are only read (the fit check), never changed.
     assert {(g, v) for g, r, v in grants if r == "nodes"} == {("", "list"), ("", "watch")}
     # Kueue: the operator never deletes a Workload (garbage collection does) and only

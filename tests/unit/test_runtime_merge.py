@@ -11,7 +11,9 @@ import pytest
 from multigpu_operator.api.kueue import QUEUE_NAME_LABEL
 from multigpu_operator.api.runtime_merge import RuntimeProblems, merge_job, merged_job
 from multigpu_operator.api.schema import spec_schema
+from multigpu_operator.api.spec import Job
 from multigpu_operator.api.validation import with_defaults
+from multigpu_operator.plan import PlanError, plan_job
 
 RUNTIME = "ClusterMultiGPURuntime gpu-ddp"
 REF = {"name": "gpu-ddp"}
@@ -279,3 +281,13 @@ def test_a_valid_merge_is_the_job_as_it_runs() -> None:
         2,
         4,
     )
+
+
+def test_a_runtime_env_the_operator_sets_conflicts_naming_the_field() -> None:
+    """The merged job meets the planner's env contract as any job does (docs/env-contract.md)."""
+    runtime = {**BASE, "template": template(trainer(image="reg/pt:1", env=env(("RANK", "3"))))}
+    out = merged_job(job({"replicas": 2}), runtime, RUNTIME)
+    with pytest.raises(PlanError) as conflict:
+        plan_job(Job.from_object(out))
+    (found,) = conflict.value.conflicts
+    assert found.field == "spec.template.spec.containers[trainer].env[RANK]"

@@ -78,8 +78,11 @@ class _Store(Reflected):
         self._on_change(key)
 
     def _cannot_read(self, err: ClusterError, failures: int, retry_in: float) -> bool:
-        self.unreadable = True
-        if failures == 1:
+        # Not served (an older chart's CRDs) or not allowed: jobs naming a runtime wait,
+        # saying which. A busy server (429, a timeout) is only retried.
+        lasting = err.status in (403, 404)
+        self.unreadable = self.unreadable or lasting
+        if lasting and failures == 1:
             log.warning(
                 "cannot read %ss (%s): jobs naming one wait until this heals",
                 self._name,
