@@ -55,7 +55,7 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """The settings the MGJ_* variables give; a variable not set keeps the default
-        declared above (tests/unit/test_settings_defaults.py holds the chart's values, the
+        declared above (tests/unit/chart/test_settings_defaults.py holds the chart's values, the
         kustomize Deployment and the docs to the same defaults)."""
         env = os.environ
         default, timings = cls(), LeaseTimings()

@@ -9,7 +9,7 @@ changed operator/ (`git log -1 -- operator/`), from a tree without changes under
 operator/. Otherwise "not met", or "not measured on today's code" when no run of it is
 recorded. The page names no commit of its own, so it changes only when a result file is
 added or a verdict changes (a change to operator/ after a run that measured a goal).
-tests/unit/test_docs_benchmarks.py fails when the page differs from what this makes.
+tests/unit/docs/test_docs_benchmarks.py fails when the page differs from what this makes.
 """
 
 from __future__ import annotations

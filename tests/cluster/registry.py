@@ -11,7 +11,7 @@ the last cluster of the cache (or after `make images` if no cluster runs).
 
 Versions: charts/multigpu-operator/Chart.yaml is the one place. Its `appVersion` tags both
 images (operator and trainer) and is the Python packages' version; its `version` is the
-chart's (tests/unit/test_versions.py checks every copy).
+chart's (tests/unit/suite/test_versions.py checks every copy).
 """
 
 from __future__ import annotations

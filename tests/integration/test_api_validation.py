@@ -290,7 +290,7 @@ def test_api_server_answers_as_recorded(
     spec: dict[str, Any],
     lines: list[str],
 ) -> None:
-    # The corners where the API server differs from JSON Schema (tests/unit/test_api_schema.py
+    # The corners where the API server differs from JSON Schema (tests/unit/api/test_api_schema.py
     # checks that offline validation refuses them naming the same fields).
     assert sorted(dry_run_create(api_client, namespace, job(spec)).lines) == sorted(lines)
 

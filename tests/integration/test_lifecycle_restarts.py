@@ -22,7 +22,7 @@ def fail_with(code: int) -> dict[str, str]:
 
 
 # The cases of one attempt (ExitCode with a code it does not retry, Never) are
-# tests/unit/test_decide_restarts.py's; a real kubelet's exit codes, test_real_pods.py's.
+# tests/unit/policy/test_decide_restarts.py's; a real kubelet's exit codes, test_real_pods.py's.
 @pytest.mark.parametrize(
     ("run_policy", "exit_code", "attempts", "reason"),
     [

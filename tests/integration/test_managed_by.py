@@ -1,6 +1,6 @@
 """spec.managedBy on the real API server: the field cannot change once the job exists (a
 CEL rule of the CRD). That a job another controller runs gets nothing from this operator is
-tests/unit/test_controller_kueue.py's."""
+tests/unit/controller/test_controller_kueue.py's."""
 
 from __future__ import annotations
 

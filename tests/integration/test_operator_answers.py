@@ -1,7 +1,7 @@
 """The operator, as a real process, meets the API server's refusals and expected
 answers: each ends in a condition a user can read, an Event, and no error storm (no
 traceback in its log, nothing in mgj_reconcile_errors_total). The same rules on the
-fake cluster: tests/unit/test_controller_faults.py."""
+fake cluster: tests/unit/controller/test_controller_faults.py."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def service_uid(jobs: JobEnv, name: str, other_than: str) -> str | None:
 def test_events_stay_within_the_apis_limits(operator: OperatorProcess, jobs: JobEnv) -> None:
     # A refusal listing 40 unknown fields of two-byte characters: over 1024 bytes, while
     # the API server refuses an Event whose note is (an event name too long for it is
-    # refused by the CRD: tests/unit/test_cluster_events.py).
+    # refused by the CRD: tests/unit/cluster/test_cluster_events.py).
     fields = {f"champ_inconnu_é_{i:02}": True for i in range(40)}
     jobs.apply(with_pod_spec("long-note", **fields))
 

@@ -3,7 +3,7 @@ runtime waits and then runs; a runtime edited or deleted while a job runs change
 neither its running attempt nor the next; a runtimeRef to a kind that does not exist is
 refused and a merge that gives an invalid job fails it naming the field, while other
 jobs run. The queue a runtime gives is admitted by the real Kueue: test_kueue.py. The
-same rules without a cluster: tests/unit/test_controller_runtimes.py."""
+same rules without a cluster: tests/unit/controller/test_controller_runtimes.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Jobs that cannot start, on the real control plane: containers the kubelet cannot start
 (spec.startPolicy), pods no node can ever fit, and an eviction. A crash-looping sidecar,
 an OOM-killed rank and the other reasons a container cannot start are
-tests/unit/test_decide_start.py's and test_policy_containers.py's (a real kubelet's OOM
+tests/unit/policy/test_decide_start.py's and test_policy_containers.py's (a real kubelet's OOM
 kill, test_real_pods.py's).
 
 kwok runs no containers, so the kubelet's words are written the way a kubelet writes

@@ -1,4 +1,4 @@
-"""The client's and `mgj`'s tests (tests/unit/test_client.py, test_mgj_commands.py,
+"""The client's and `mgj`'s tests (tests/unit/user/test_client.py, test_mgj_commands.py,
 test_pod_logs.py) on the operator's in-memory API server (support/fake_cluster.py): a
 kubeconfig whose context's namespace is `team`, as a user's would be, and the world as
 the operator and the kubelet leave it (a job's phase moving between reads, its pods,

@@ -1,4 +1,4 @@
-"""Job specs for the offline validation tests (tests/unit/test_crd*.py): a valid spec of each
+"""Job specs for the offline validation tests (tests/unit/api/test_crd*.py): a valid spec of each
 kind with some fields replaced, a field's schema, and which of the CRD's rules a table of
 refusals covers."""
 

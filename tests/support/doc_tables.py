@@ -1,7 +1,7 @@
 """Tables of the docs that are generated from the API's models, never kept by hand.
 
 `make docs` (``python -m support.doc_tables``) rewrites each generated block of the docs;
-tests/unit/test_docs_generated.py fails while a committed block differs from what the
+tests/unit/docs/test_docs_api_tables.py fails while a committed block differs from what the
 models give, so a changed default or bound cannot leave the docs behind.
 
 A generated block sits between two markers in its page:

@@ -1,5 +1,5 @@
 """What a real API server (kube-apiserver 1.36) answers to creating these specs, line for
-line: the corners where it differs from JSON Schema. tests/unit/test_api_schema.py
+line: the corners where it differs from JSON Schema. tests/unit/api/test_api_schema.py
 checks that offline validation rejects them naming the same fields
 (`names_the_fields`), and tests/integration/test_api_validation.py that the server
 still answers so.

@@ -6,8 +6,8 @@ validation.py and cel.py):
     python -m multigpu_operator.api.gen
 
 The CRDs (the job's, api/crd.py; the runtimes', api/runtime_crd.py) go to the kustomize
-base and to the Helm chart's crds/; tests/unit/test_crd.py, tests/unit/test_chart_crd.py
-and tests/unit/test_runtime_crd.py fail while a file differs from its source.
+base and to the Helm chart's crds/; tests/unit/api/test_crd.py, tests/unit/chart/test_chart_crd.py
+and tests/unit/api/test_runtime_crd.py fail while a file differs from its source.
 """
 
 from __future__ import annotations

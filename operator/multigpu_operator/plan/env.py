@@ -1,7 +1,7 @@
 """The environment contract: every variable the operator sets on a training container.
 
 This module is the only place that names them; docs/env-contract.md documents it and
-must change with it (tests/unit/test_env_contract.py checks that, and that each variable
+must change with it (tests/unit/plan/test_env_contract.py checks that, and that each variable
 has a reader: the trainer image, torch or torchrun, or a user's script). Values are
 strings (Kubernetes requires it). The mode modules choose which groups a pod gets;
 nothing here decides per mode.

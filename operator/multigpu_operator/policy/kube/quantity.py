@@ -2,7 +2,7 @@
 
 The same grammar as apimachinery's resource.Quantity and the kubernetes client's
 `kubernetes.utils.quantity.parse_quantity`, which the pure layers cannot use: importing
-it loads the whole API client (tests/unit/test_policy_quantity.py holds the two equal).
+it loads the whole API client (tests/unit/policy/test_policy_quantity.py holds the two equal).
 """
 
 from __future__ import annotations

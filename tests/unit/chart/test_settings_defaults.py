@@ -14,7 +14,7 @@ import yaml
 from multigpu_operator import settings as settings_module
 from multigpu_operator.settings import Settings
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CHART = REPO / "charts/multigpu-operator"
 # The variables Settings.from_env reads, found in its source (a new one is checked too).
 VARIABLES = sorted(set(re.findall(r'"(MGJ_[A-Z_]+)"', Path(settings_module.__file__).read_text())))

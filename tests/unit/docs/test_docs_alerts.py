@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RULES = REPO / "charts/multigpu-operator/templates/prometheusrule.yaml"
 MONITORING = REPO / "docs/monitoring.md"
 CHART_README = REPO / "charts/multigpu-operator/README.md"

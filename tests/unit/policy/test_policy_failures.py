@@ -99,7 +99,7 @@ def test_what_a_failed_pod_says(p: dict[str, Any], failure: Failure) -> None:
 
 def told(failure: Failure) -> Failure:
     """What the pod says of itself, without what the rules match on and the fault
-    (tests/unit/test_policy_faults.py)."""
+    (tests/unit/policy/test_policy_faults.py)."""
     return replace(failure, reasons=(), conditions=(), node="", diagnosis=None)
 
 

@@ -22,7 +22,7 @@ from multigpu_operator.plan import env, plan_job
 from multigpu_train import config
 from support.planning import elastic, job
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRAINER = ROOT / "images/trainer/multigpu_train"
 ENV_DOC = ROOT / "docs/env-contract.md"
 

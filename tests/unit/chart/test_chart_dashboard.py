@@ -24,7 +24,7 @@ from support.promql import check_rules as promtool_check_rules
 
 pytestmark = pytest.mark.uses_tools("promtool")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DASHBOARD = CHART / "dashboards/multigpu-jobs.json"
 
 

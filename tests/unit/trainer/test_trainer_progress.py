@@ -279,7 +279,7 @@ def test_imports_without_torch() -> None:
 def test_the_documented_plain_route_serves_what_the_operator_reads() -> None:
     """docs/training.md's snippet for images without our package, run as written in a
     process of its own (it serves from prometheus_client's default registry)."""
-    doc = (Path(__file__).resolve().parents[2] / "docs/training.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs/training.md").read_text()
     after = doc.split("Without our package", 1)[1]
     snippet = after.split("```python\n", 1)[1].split("```", 1)[0]
     port = free_port()

@@ -16,7 +16,7 @@ from multigpu_operator.api.runtime_crd import cluster_runtime_crd
 from multigpu_operator.api.runtime_merge import merged_job
 from support.chart import Manifest, find, render
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples/runtimes/ddp.yaml"
 DEFAULTS = {"cpu-ddp", "gpu-ddp", "elastic"}
 # What users may do with runtimes: read them.

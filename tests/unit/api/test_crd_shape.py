@@ -1,5 +1,6 @@
 """The CRD's shape, generated from the API's declaration (api/): its defaults, descriptions,
-names, columns and size, and the manifest on disk. Offline validation: tests/unit/test_crd.py."""
+names, columns and size, and the manifest on disk. Offline validation:
+tests/unit/api/test_crd.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from multigpu_operator.api.spec import JobSpec
 from multigpu_operator.api.validation import with_defaults
 from support.crd_specs import spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Offline validation of jobs against the CRD generated from the API's declaration (api/).
-The CRD's own shape and manifest: tests/unit/test_crd_shape.py; the counts' maximums:
-tests/unit/test_crd_bounds.py; the failure policy's rules: tests/unit/test_crd_failure_rules.py.
+The CRD's own shape and manifest: tests/unit/api/test_crd_shape.py; the counts'
+maximums: tests/unit/api/test_crd_bounds.py; the failure policy's rules:
+tests/unit/api/test_crd_failure_rules.py.
 
 The same rules run on the API server (tests/integration/test_api_validation.py); here
 the offline side is checked without a cluster: each invalid spec is refused naming its
@@ -50,7 +51,7 @@ from support.crd_specs import (
 )
 from support.spec_defaults import DEFAULT_MASTER_PORT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
@@ -113,7 +114,7 @@ def test_valid(raw: dict[str, Any], name: str) -> None:
 
 INVALID: list[Refused] = [
     ("unknown-mode", spec(mode="Foo"), "j", "spec.mode", "'Foo' is not one of"),
-    # Unless spec.runtimeRef names a runtime (tests/unit/test_runtime_crd.py).
+    # Unless spec.runtimeRef names a runtime (tests/unit/api/test_runtime_crd.py).
     ("no-mode", {"template": TEMPLATE}, "j", "spec.mode", MSG_MODE_REQUIRED),
     ("no-template", {"mode": "DataParallel"}, "j", "spec.template", MSG_TEMPLATE_REQUIRED),
     ("replicas-0", spec(replicas=0), "j", "spec.replicas", "less than the minimum of 1"),
@@ -294,8 +295,8 @@ def test_invalid(raw: dict[str, Any], name: str, field: str, expected: str) -> N
 
 
 def test_every_rule_has_an_invalid_case() -> None:
-    # The failure policy's rules: tests/unit/test_crd_failure_rules.py; placement's:
-    # tests/unit/test_crd_placement.py.
+    # The failure policy's rules: tests/unit/api/test_crd_failure_rules.py; placement's:
+    # tests/unit/api/test_crd_placement.py.
     own = (*FAILURE_POLICY_RULES, *PLACEMENT_RULES)
     others = [r for r in (*SPEC_RULES, *NAME_RULES) if r not in own]
     assert untested(others, {c[4] for c in INVALID}) == []

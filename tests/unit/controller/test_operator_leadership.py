@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 import pytest
-from unit.test_election import MemoryLease
+from unit.controller.test_election import MemoryLease
 
 from multigpu_operator import metrics
 from multigpu_operator.controller.workers import Controller

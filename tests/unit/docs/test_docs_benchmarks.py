@@ -16,7 +16,7 @@ import pytest
 from bench import results, results_page
 from bench.report import Figures, print_report
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Commits of this repository: the first is an ancestor of the second.
 OLDER, NEWER = "4b26559", "26bc2f2"
 

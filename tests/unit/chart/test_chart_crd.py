@@ -7,7 +7,7 @@ from pathlib import Path
 from multigpu_operator.api.crd import crd_yaml
 from multigpu_operator.api.gen import CHART_CRD_PATH, CRD_PATH, main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_chart_and_the_kustomize_base_hold_the_generated_crd() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from multigpu_operator import reconcile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _steps() -> list[str]:

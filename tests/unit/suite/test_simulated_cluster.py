@@ -10,7 +10,7 @@ import yaml
 
 from cluster.node_manifests import GPU_RESOURCE, cpu_node, gpu_node
 
-STAGES = Path(__file__).parents[1] / "cluster" / "stages.yaml"
+STAGES = Path(__file__).parents[2] / "cluster" / "stages.yaml"
 
 
 def stages() -> dict[str, dict[str, Any]]:

@@ -15,7 +15,7 @@ from cluster.tools import Tools, build_tools
 from multigpu_operator.cli.render import render as render_job
 from support.chart import ALL_ENABLED_VALUES, CHART, Manifest, find, helm, only, render
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MONITORING_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 ELECTION_ENV = {
     "MGJ_LEADER_ELECTION",

@@ -9,7 +9,7 @@ import ast
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 # A literal with a digit and no letter: "403", "1.0", ":29500", "2/".
 _NUMBER = re.compile(r"^[^A-Za-z]*\d[^A-Za-z]*$")
 # Membership in these is exact, not a substring search.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-OPERATOR = Path(__file__).resolve().parents[2] / "operator" / "multigpu_operator"
+OPERATOR = Path(__file__).resolve().parents[3] / "operator" / "multigpu_operator"
 MAX_LINES = 300
 
 

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from support.chart import CHART
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 IMAGE = REPO / "images/operator"
 DOCKERFILE = IMAGE / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"

@@ -18,7 +18,7 @@ from multigpu_operator.cluster.kinds import CLUSTER_RUNTIMES, JOBS
 from support.client_jobs import NAMESPACE, user_cluster
 from support.fake_cluster import FakeCluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples/runtimes/ddp.yaml"
 IMAGE = "reg/trainer:1"
 

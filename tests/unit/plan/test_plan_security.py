@@ -130,7 +130,7 @@ def test_a_pod_security_context_of_the_wrong_shape_is_a_conflict() -> None:
         pod(job(tmpl=template(volumes=[CLAIM], securityContext="restricted")))
 
 
-PVC_EXAMPLE = Path(__file__).resolve().parents[2] / "examples/storage/cpu-ddp-checkpoint-pvc.yaml"
+PVC_EXAMPLE = Path(__file__).resolve().parents[3] / "examples/storage/cpu-ddp-checkpoint-pvc.yaml"
 
 
 def test_the_checkpoint_volume_example_gets_both_defaults() -> None:

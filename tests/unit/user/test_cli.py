@@ -18,7 +18,7 @@ from multigpu_operator.cli.render import render
 from support.fake_cluster import FakeCluster
 from support.spec_mutations import mutations
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
 SPEC: dict[str, Any] = {
     "mode": "DistributedDataParallel",

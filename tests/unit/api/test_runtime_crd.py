@@ -26,7 +26,7 @@ from multigpu_operator.api.spec import JobSpec
 from multigpu_operator.api.validation import validate
 from support.crd_specs import spec
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 REF = {"name": "gpu-ddp"}
 
 

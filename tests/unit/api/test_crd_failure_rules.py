@@ -1,6 +1,6 @@
 """Offline validation of spec.runPolicy.failurePolicy.rules (api/failure_policy_rules.py):
 valid rule lists pass, and each invalid one is refused naming its field with the rule's
-message. The rest of the spec: tests/unit/test_crd.py."""
+message. The rest of the spec: tests/unit/api/test_crd.py."""
 
 from __future__ import annotations
 

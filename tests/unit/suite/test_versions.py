@@ -15,7 +15,7 @@ import yaml
 
 from multigpu_operator import __version__
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CHART = yaml.safe_load((REPO / "charts/multigpu-operator/Chart.yaml").read_text())
 APP_VERSION = str(CHART["appVersion"])
 IMAGE_TAG = re.compile(
