@@ -81,3 +81,30 @@ async def test_a_forgotten_job_leaves_nothing(plannings: list[str]) -> None:
     assert (len(cache), cache.pods) == (0, 0)
     await cache.plan(job("a"))  # a job of the same UID again: planned again
     assert plannings == ["a", "a"]
+
+
+async def test_a_job_with_a_runtime_is_planned_once_per_copy(plannings: list[str]) -> None:
+    runtimes: dict[str, Any] = {}
+    cache = PlanCache(runtimes=lambda kind, namespace, name: runtimes.get(name))
+    body = job("rt", replicas=2)
+    body["spec"] = {"runtimeRef": {"name": "base"}}
+    assert await cache.plan(body) == "ClusterMultiGPURuntime base does not exist"
+    runtimes["base"] = {"metadata": {"generation": 1}, "spec": ddp_spec(replicas=3)}
+    planned = await cache.plan(body)
+    assert not isinstance(planned, str)
+    assert len(planned[1].pods) == 3
+    assert plannings == ["rt"]
+    await cache.plan(body)
+    assert plannings == ["rt"]  # the same copy: the plan kept
+    runtimes["base"] = {"metadata": {"generation": 2}, "spec": ddp_spec(replicas=4)}
+    planned = await cache.plan(body)  # no copy in the status yet: the runtime as it is
+    assert not isinstance(planned, str)
+    assert len(planned[1].pods) == 4
+    # Once the status keeps a copy, the runtime's edits change nothing.
+    copy = {"kind": "ClusterMultiGPURuntime", "name": "base", "generation": 2}
+    body["status"] = {"runtime": {**copy, "spec": ddp_spec(replicas=4)}}
+    runtimes["base"] = {"metadata": {"generation": 3}, "spec": ddp_spec(replicas=5)}
+    planned = await cache.plan(body)
+    assert not isinstance(planned, str)
+    assert len(planned[1].pods) == 4
+    assert plannings == ["rt", "rt"]
