@@ -19,6 +19,7 @@ from typing import Any
 
 from multigpu_operator.api.runtime_merge import RuntimeProblems, merged_job
 from multigpu_operator.api.runtime_ref import RuntimeRef, RuntimeSnapshot
+from multigpu_operator.api.spec import JobSpec, Mode
 from multigpu_operator.api.status import TERMINAL, JobStatus, Phase
 from multigpu_operator.policy.step import Decision
 from multigpu_operator.policy.steps.refusals import not_created
@@ -78,7 +79,27 @@ def merged_body(body: Mapping[str, Any], use: RuntimeUse) -> Mapping[str, Any] |
         merged: Mapping[str, Any] = merged_job(body, use.snapshot.spec, use.named)
     except RuntimeProblems as err:
         return str(err)
-    return merged
+    return world_changed(body, merged, use) or merged
+
+
+def world_changed(body: Mapping[str, Any], merged: Mapping[str, Any], use: RuntimeUse) -> str:
+    """Why a running job may not run as `merged`: its world size changed, and its mode
+    (the runtime's, which the API server's rule for a job's own mode cannot read) is not
+    Elastic. "" when it may."""
+    status = JobStatus.read(body.get("status") or {})
+    if not status.world_size or status.phase in TERMINAL:
+        return ""
+    try:
+        spec = JobSpec.model_validate(merged["spec"])
+    except ValueError:
+        return ""  # planning names the field
+    if spec.mode is Mode.ELASTIC or spec.world_size == status.world_size:
+        return ""
+    return (
+        f"spec.replicas: the world size of a running {spec.mode} job is fixed "
+        f"({status.world_size} processes, now {spec.world_size}): spec.replicas cannot "
+        f"change unless spec.mode is Elastic (the mode of {use.named})"
+    )
 
 
 def variant(use: RuntimeUse | None) -> str:

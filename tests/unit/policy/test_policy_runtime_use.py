@@ -13,6 +13,7 @@ from multigpu_operator.api.status import JobStatus, Phase
 from multigpu_operator.policy.runtime_use import (
     RUNTIME_NOT_FOUND,
     RuntimeUse,
+    merged_body,
     runtime_ref,
     runtime_use,
     variant,
@@ -93,3 +94,38 @@ def test_a_new_copy_is_written_before_the_pods() -> None:
     assert not recorded.status_waits
     kept = runtime_use(REF, JobStatus(runtime=COPY), None)
     assert with_runtime_recorded(decision, kept) is decision
+
+
+def job_body(replicas: int, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "gpu-ddp"}, "replicas": replicas, "gpusPerReplica": 0},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "replicas", "status", "refused"),
+    [
+        ("DistributedDataParallel", 2, {"worldSize": 2}, False),  # unchanged
+        ("DistributedDataParallel", 3, {"worldSize": 2}, True),  # a fixed world changed
+        ("DistributedDataParallel", 3, {}, False),  # not started yet
+        ("DistributedDataParallel", 3, {"worldSize": 2, "phase": "Succeeded"}, False),
+        ("Elastic", 3, {"worldSize": 2}, False),  # elastic worlds change
+    ],
+)
+def test_a_running_job_keeps_its_world_unless_its_runtimes_mode_is_elastic(
+    mode: str, replicas: int, status: dict[str, Any], refused: bool
+) -> None:
+    template = {"spec": {"containers": [{"name": "trainer", "image": "x"}]}}
+    spec: dict[str, Any] = {"mode": mode, "template": template}
+    if mode == "Elastic":
+        spec["elastic"] = {"minReplicas": 1, "maxReplicas": 4}
+    copy = RuntimeSnapshot(kind=REF.kind, name="gpu-ddp", generation=1, spec=spec)
+    out = merged_body(job_body(replicas, **status), RuntimeUse(REF, copy))
+    if refused:
+        assert isinstance(out, str)
+        assert out.startswith("spec.replicas: the world size of a running")
+        assert "ClusterMultiGPURuntime gpu-ddp" in out
+    else:
+        assert not isinstance(out, str), out
