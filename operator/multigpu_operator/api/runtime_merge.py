@@ -149,7 +149,12 @@ def _merge(job: Any, runtime: Any, schema: Schema | None, path: str) -> Any:
     if isinstance(job, Mapping) and isinstance(runtime, Mapping):
         properties = schema.get("properties", {})
         return {
-            key: _merge(job.get(key, _ABSENT), runtime.get(key, _ABSENT), properties.get(key), path)
+            key: _merge(
+                job.get(key, _ABSENT),
+                runtime.get(key, _ABSENT),
+                properties.get(key),
+                f"{path}.{key}",
+            )
             for key in _keys(runtime, job)
         }
     if isinstance(job, list):
