@@ -221,6 +221,17 @@ def test_domains_of(pods: list[Any], avoided: tuple[str, ...], expected: list[Do
     assert domains_of(POD, NODES, RACK, GPU, avoided, held) == expected
 
 
+def test_a_domain_where_the_scheduler_turned_a_pod_away_is_full() -> None:
+    turned_away = other(None, "r1")
+    turned_away["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ]
+    held = occupancy([turned_away], own_uid="mine")
+    assert held.full == frozenset({"r1"})
+    (r1, _) = domains_of(POD, NODES, RACK, GPU, (), held)
+    assert (r1.ever, r1.now) == (2, 0)
+
+
 def test_own_pods_take_room_but_do_not_make_busy() -> None:
     mine = other("a1", "r1")
     mine["metadata"]["ownerReferences"] = [{"uid": "mine"}]

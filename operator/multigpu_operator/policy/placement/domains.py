@@ -64,6 +64,8 @@ def domains_of(
         waiting = occupancy.pinned.get(name, Decimal(0))
         if waiting and per_pod:
             now = max(now - int(-(-waiting // per_pod)), 0)  # their pods, rounded up
+        if name in occupancy.full:
+            now = 0
         held = name in occupancy.exclusive
         out.append(Domain(name, ever, now, total, name in occupancy.busy, held))
     return out

@@ -4,8 +4,8 @@ domain choice (domains.py).
 Read from the pod informer's pods of every job (trimmed: our labels, the resources, the
 node): a scheduled pod that has not finished holds its requests on its node; a pod pinned
 to a domain (label LABEL_DOMAIN) that is not scheduled yet holds its GPUs in that domain;
-a pod with LABEL_EXCLUSIVE keeps its domain to its job. Pods of other workloads are not
-seen (docs/placement.md).
+a pod with LABEL_EXCLUSIVE keeps its domain to its job; a pinned pod the scheduler turned
+away says its domain is full now. Pods of other workloads are not seen (docs/placement.md).
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ class Occupancy:
     pinned: Mapping[str, Decimal] = field(default_factory=dict)
     busy: frozenset[str] = frozenset()  # domains where other jobs' pods are pinned
     exclusive: frozenset[str] = frozenset()  # domains held by an exclusive job
+    # Domains where the scheduler turned another job's pod away: full now, whatever the
+    # operator's count says (it does not see other workloads' pods).
+    full: frozenset[str] = frozenset()
 
 
 def occupancy(pods: Iterable[Mapping[str, Any]], own_uid: str) -> Occupancy:
@@ -39,6 +42,7 @@ def occupancy(pods: Iterable[Mapping[str, Any]], own_uid: str) -> Occupancy:
     pinned: dict[str, Decimal] = {}
     busy: set[str] = set()
     exclusive: set[str] = set()
+    full: set[str] = set()
     for pod in pods:
         meta = pod.get("metadata") or {}
         own = any(ref.get("uid") == own_uid for ref in meta.get("ownerReferences") or ())
@@ -60,4 +64,14 @@ def occupancy(pods: Iterable[Mapping[str, Any]], own_uid: str) -> Occupancy:
         elif domain:
             gpus = sum((q for r, q in requests.items() if "/" in r), Decimal(0))
             pinned[domain] = pinned.get(domain, Decimal(0)) + gpus
-    return Occupancy(used, pinned, frozenset(busy), frozenset(exclusive))
+            if not own and _turned_away(pod):
+                full.add(domain)
+    return Occupancy(used, pinned, frozenset(busy), frozenset(exclusive), frozenset(full))
+
+
+def _turned_away(pod: Mapping[str, Any]) -> bool:
+    """Whether the scheduler reported the pod Unschedulable."""
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
