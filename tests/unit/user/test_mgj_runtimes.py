@@ -140,3 +140,13 @@ def test_get_and_describe_show_the_runtime(
         code, out, _ = mgj(fake, capsys, command, "train")
         assert code == 0
         assert "Runtime:   ClusterMultiGPURuntime cpu-ddp (its generation 3 kept)" in out
+
+
+def test_render_on_the_server_merges_the_job_the_server_would_store(
+    fake: FakeCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake.put(CLUSTER_RUNTIMES, runtime())
+    code, out, err = mgj(fake, capsys, "render", str(EXAMPLE), "--server")
+    assert (code, err) == (0, "")
+    assert f"image: {IMAGE}" in out
+    assert fake.calls_of("dry-run multigpujobs")  # the server stored nothing
