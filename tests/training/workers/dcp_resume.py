@@ -65,6 +65,8 @@ def main() -> None:
         if world.rank == 0:
             torch.save(state, out / f"saved-{suffix}")
     distributed.destroy_process_group()
+    # As the trainer does: a finished gloo rank may abort in interpreter finalization.
+    distributed.exit_after_success()
 
 
 if __name__ == "__main__":

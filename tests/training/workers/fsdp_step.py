@@ -81,6 +81,8 @@ def main() -> None:
     for case in cases:
         one_case(world, out, steps, micro, case)
     distributed.destroy_process_group()
+    # As the trainer does: a finished gloo rank may abort in interpreter finalization.
+    distributed.exit_after_success()
 
 
 if __name__ == "__main__":
