@@ -11,9 +11,11 @@ import pytest
 from multigpu_operator.api import kueue
 from multigpu_operator.api.kueue_topology import TopologyAssignment, topology_assignment
 from multigpu_operator.api.spec import Job
+from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import plan_job
 from multigpu_operator.plan.workload import PodSetInfo, admitted_pods, build_workload
 from multigpu_operator.policy.kube.kueue_admission import Admission, Queued, admission_of
+from multigpu_operator.policy.placement.placed import admitted
 from multigpu_operator.reconcile import decide
 from support.policy import inputs
 
@@ -131,3 +133,25 @@ def test_admitted_job_records_kueues_placement() -> None:
         "node-a",
         "node-b",
     ]
+
+
+def test_an_assignment_of_hosts_alone_is_counted_by_the_nodes_rack() -> None:
+    # Kueue 0.19 names only the lowest level (the host) when it decides the rest.
+    hosts = {
+        "levels": [HOST],
+        "slices": [
+            {
+                "domainCount": 3,
+                "valuesPerLevel": [{"individual": {"prefix": "n-", "roots": ["1", "2", "3"]}}],
+                "podCounts": {"universal": 1},
+            }
+        ],
+    }
+    nodes = [
+        {"metadata": {"name": f"n-{i}", "labels": {HOST: f"n-{i}", RACK: rack}}}
+        for i, rack in ((1, "r1"), (2, "r1"), (3, "r2"))
+    ]
+    where = admitted(queued_job(), JobStatus(), topology_assignment(hosts), nodes)
+    assert where is not None
+    assert where.choice.domains == (("r1", 2), ("r2", 1))
+    assert admitted(queued_job(), JobStatus(), topology_assignment(hosts), ()) is None
