@@ -1,6 +1,6 @@
 """spec.placement on a real scheduler: simulated GPU nodes labelled as 2 blocks x 4 racks x 4
 nodes x 8 GPUs, some GPUs already taken by pods the operator does not know, and a stream
-of 30 jobs of 1-14 pods x 8 GPUs submitted at once (racks for up to 4 pods, blocks
+of 30 jobs of 1-16 pods x 8 GPUs submitted at once (racks for up to 4 pods, blocks
 beyond), two of which no domain can ever hold.
 
 Every job that ran did so with all its pods in one domain, the one status.placement
@@ -36,10 +36,11 @@ POOL = f"{SIM}/pool"
 BLOCK = "topology.example.com/block"
 RACK = "topology.example.com/rack"
 BLOCKS, RACKS, NODES = 2, 4, 4
-# Pods taken by other workloads, as (block, rack, node).
-TAKEN = ((0, 0, 0), (1, 2, 0), (1, 3, 1))
+# Pods taken by other workloads, as (block, rack, node): all in block 1, so that block 0
+# can hold a 16-pod job.
+TAKEN = ((1, 0, 0), (1, 2, 0), (1, 3, 1))
 RACK_JOBS = (1, 2, 3, 4, 2, 1, 4, 3, 2, 1, 4, 2, 3, 1, 2, 4, 1, 3, 2, 4)
-BLOCK_JOBS = (5, 8, 12, 6, 10, 7, 9, 14)
+BLOCK_JOBS = (5, 8, 16, 6, 10, 7, 9, 12)
 # (level, pods) no domain can ever hold: 40 GPUs in a rack of 32, 136 in a block of 128.
 NEVER = ((RACK, 5), (BLOCK, 17))
 
