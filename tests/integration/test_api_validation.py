@@ -31,6 +31,7 @@ from multigpu_operator.api.rules import (
     MSG_NAME_TOO_LONG,
     MSG_SCRIPT_ONE_PROCESS,
 )
+from multigpu_operator.api.runtime_ref import MSG_TEMPLATE_REQUIRED
 from multigpu_operator.api.schema import spec_schema
 from multigpu_operator.api.spec import API_VERSION, GROUP, KIND, MAX_NAME_LENGTH, PLURAL, VERSION
 from multigpu_operator.api.validation import Problem, validate, with_defaults
@@ -121,7 +122,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "job",
         "spec.template.spec.containers[0].name: Required value",
     ),
-    ("no-template", {"mode": "DistributedDataParallel"}, "job", "spec.template: Required value"),
+    (
+        "no-template",
+        {"mode": "DistributedDataParallel"},
+        "job",
+        f"spec.template: Invalid value: {MSG_TEMPLATE_REQUIRED}",
+    ),
     (
         "dp-two-replicas",
         {**ddp(mode="DataParallel"), "replicas": 2},
@@ -397,6 +403,8 @@ def test_printer_columns(
         "PHASE",
         "REASON",
         "RESTARTS",
+        "PLACEMENT",
+        "RUNTIME",
         "PROGRESS",
         "ETA",
         "AGE",
