@@ -29,7 +29,7 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 CATEGORIES = ["multigpu"]
 
 
-def _column(name: str, json_path: str, type_: str, description: str) -> Schema:
+def printer_column(name: str, json_path: str, type_: str, description: str) -> Schema:
     return {"name": name, "type": type_, "jsonPath": json_path, "description": description}
 
 
@@ -65,18 +65,32 @@ def crd() -> dict[str, Any]:
                         },
                     },
                     "additionalPrinterColumns": [
-                        _column("Mode", ".spec.mode", "string", "Training technique."),
-                        _column("Replicas", ".spec.replicas", "integer", "Desired pods."),
-                        _column("World", ".status.worldSize", "integer", "Training processes."),
-                        _column("GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."),
-                        _column("Phase", ".status.phase", "string", "Job phase."),
-                        _column("Reason", ".status.reason", "string", "Why, in one word."),
-                        _column("Restarts", ".status.restarts", "integer", "Failures retried."),
-                        _column("Placement", ".status.placement.summary", "string", "Domains."),
-                        _column("Runtime", ".spec.runtimeRef.name", "string", "Its defaults."),
-                        _column("Progress", ".status.progress.summary", "string", "Training."),
-                        _column("ETA", ".status.progress.eta", "string", "Time left."),
-                        _column("Age", ".metadata.creationTimestamp", "date", "Since created."),
+                        printer_column("Mode", ".spec.mode", "string", "Training technique."),
+                        printer_column("Replicas", ".spec.replicas", "integer", "Desired pods."),
+                        printer_column(
+                            "World", ".status.worldSize", "integer", "Training processes."
+                        ),
+                        printer_column(
+                            "GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."
+                        ),
+                        printer_column("Phase", ".status.phase", "string", "Job phase."),
+                        printer_column("Reason", ".status.reason", "string", "Why, in one word."),
+                        printer_column(
+                            "Restarts", ".status.restarts", "integer", "Failures retried."
+                        ),
+                        printer_column(
+                            "Placement", ".status.placement.summary", "string", "Domains."
+                        ),
+                        printer_column(
+                            "Runtime", ".spec.runtimeRef.name", "string", "Its defaults."
+                        ),
+                        printer_column(
+                            "Progress", ".status.progress.summary", "string", "Training."
+                        ),
+                        printer_column("ETA", ".status.progress.eta", "string", "Time left."),
+                        printer_column(
+                            "Age", ".metadata.creationTimestamp", "date", "Since created."
+                        ),
                     ],
                 }
             ],

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from multigpu_operator.api.crd import CATEGORIES, GENERATED_HEADER
+from multigpu_operator.api.crd import CATEGORIES, GENERATED_HEADER, printer_column
 from multigpu_operator.api.openapi import Schema, structural_schema
 from multigpu_operator.api.runtime import (
     CLUSTER_RUNTIME_KIND,
@@ -28,18 +28,13 @@ from multigpu_operator.api.runtime import (
 )
 from multigpu_operator.api.spec import VERSION
 
-
-def _column(name: str, json_path: str, type_: str, description: str) -> Schema:
-    return {"name": name, "type": type_, "jsonPath": json_path, "description": description}
-
-
 _COLUMNS = [
-    _column("Mode", ".spec.mode", "string", "Training technique."),
-    _column("Launcher", ".spec.launcher", "string", "How processes start."),
-    _column("GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."),
-    _column("Image", ".spec.template.spec.containers[0].image", "string", "First image."),
-    _column("Queue", ".spec.queueName", "string", "Kueue LocalQueue."),
-    _column("Age", ".metadata.creationTimestamp", "date", "Since created."),
+    printer_column("Mode", ".spec.mode", "string", "Training technique."),
+    printer_column("Launcher", ".spec.launcher", "string", "How processes start."),
+    printer_column("GPUs/Replica", ".spec.gpusPerReplica", "integer", "GPUs per pod."),
+    printer_column("Image", ".spec.template.spec.containers[0].image", "string", "First image."),
+    printer_column("Queue", ".spec.queueName", "string", "Kueue LocalQueue."),
+    printer_column("Age", ".metadata.creationTimestamp", "date", "Since created."),
 ]
 
 
