@@ -44,21 +44,50 @@ def matches(
     namespace: str | None,
     fields: str | None = None,
 ) -> bool:
-    """`namespace` (None: all), a label selector of `key` / `key=value` terms and a field
-    selector of `path.to.field=value` terms."""
+    """`namespace` (None: all), a label selector of `key`, `!key` and `key=value` terms and
+    a field selector of `path.to.field=value` and `path.to.field!=value` terms."""
     meta = obj["metadata"]
     if namespace is not None and meta.get("namespace", namespace) != namespace:
         return False
     labels = meta.get("labels") or {}
     for term in filter(None, (selector or "").split(",")):
+        if term.startswith("!"):
+            if term[1:] in labels:
+                return False
+            continue
         key, _, value = term.partition("=")
         if key not in labels or (value and labels[key] != value):
             return False
     for term in filter(None, (fields or "").split(",")):
         path, _, value = term.partition("=")
-        if str(_field(obj, path)) != value:
+        if path.endswith("!"):
+            if str(_field(obj, path[:-1])) == value:
+                return False
+        elif str(_field(obj, path)) != value:
             return False
     return True
+
+
+def as_watched(
+    event: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    selector: str | None,
+    namespace: str | None,
+    fields: str | None = None,
+) -> Mapping[str, Any] | None:
+    """The event as a watch with these selectors sends it (None: not at all), `before` being
+    the object as the previous event left it: one that starts matching comes ADDED, one
+    that stops matching DELETED, as the API server's watch cache sends them."""
+    obj = event["object"]
+    now = matches(obj, selector, namespace, fields)
+    if event["type"] == "DELETED":
+        return event if now else None
+    was = before is not None and matches(before, selector, namespace, fields)
+    if now and not was and event["type"] == "MODIFIED":
+        return {"type": "ADDED", "object": obj}
+    if was and not now:
+        return {"type": "DELETED", "object": obj}
+    return event if now else None
 
 
 def _field(obj: Mapping[str, Any], path: str) -> Any:

@@ -52,7 +52,7 @@ from multigpu_operator.cluster.kinds import (
     WORKLOADS,
     Kind,
 )
-from support.fake_api_rules import apply_merge_patch, matches, precondition, tail
+from support.fake_api_rules import apply_merge_patch, as_watched, matches, precondition, tail
 from support.fake_store import FakeStore, ObjectKey
 from support.status_schema import status_problems
 
@@ -209,10 +209,11 @@ class FakeCluster(FakeStore):
         namespace: str | None = None,
         selector: str | None = None,
         timeout_seconds: int = 300,
+        fields: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """The changes after `resource_version`, then new ones as they come, until the
         watch's timeout (or Gone once watches are expired)."""
-        await self._call("watch", kind, resource_version, namespace, selector)
+        await self._call("watch", kind, resource_version, namespace, selector, fields)
         loop = asyncio.get_running_loop()
         ends = loop.time() + timeout_seconds
         seen = int(resource_version)
@@ -221,9 +222,11 @@ class FakeCluster(FakeStore):
             if epoch != self._watch_epoch:
                 raise Gone(f"too old resource version: {seen}", 410)
             changed = self._changed
-            for version, of, event in self._log:
-                if version > seen and of == kind and matches(event["object"], selector, namespace):
-                    yield copy.deepcopy(event)
+            for version, of, event, before in self._log:
+                if version > seen and of == kind:
+                    sent = as_watched(event, before, selector, namespace, fields)
+                    if sent is not None:
+                        yield copy.deepcopy(dict(sent))
                 seen = max(seen, version)
             try:
                 # Not asyncio.wait_for: on Python 3.11 it loses a cancellation that comes as

@@ -28,7 +28,9 @@ class FakeStore:
         self.on_job_event: JobEventHandler | None = None
         self._version = 0  # the last resourceVersion handed out
         self._uids = itertools.count(1)
-        self._log: list[tuple[int, Kind, dict[str, Any]]] = []  # (version, kind, event)
+        # (version, kind, event, the object as the kind's previous event left it)
+        self._log: list[tuple[int, Kind, dict[str, Any], dict[str, Any] | None]] = []
+        self._last: dict[tuple[Kind, str, str], dict[str, Any]] = {}  # each object as logged
         self._changed = asyncio.Event()
         self._watch_epoch = 0  # watches started before the current epoch end with Gone
 
@@ -174,7 +176,12 @@ class FakeStore:
 
     def _changed_(self, kind: Kind, type_: str, obj: dict[str, Any]) -> None:
         version = int(obj["metadata"]["resourceVersion"])
-        self._log.append((version, kind, {"type": type_, "object": copy.deepcopy(obj)}))
+        logged = copy.deepcopy(obj)
+        key = (kind, obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
+        before = self._last.pop(key, None) if type_ == "DELETED" else self._last.get(key)
+        if type_ != "DELETED":
+            self._last[key] = logged
+        self._log.append((version, kind, {"type": type_, "object": logged}, before))
         self._wake_watches()
         handler = self.on_job_event
         if kind == JOBS and handler is not None:

@@ -109,6 +109,7 @@ class Kube:
         namespace: str | None = None,
         selector: str | None = None,
         timeout_seconds: int = 300,
+        fields: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         API_REQUESTS.labels("watch", kind.plural).inc()
         params = {
@@ -119,6 +120,8 @@ class Kube:
         }
         if selector:
             params["labelSelector"] = selector
+        if fields:
+            params["fieldSelector"] = fields
         async for line in self.rest.lines(kind.path(namespace), params, timeout_seconds + 30):
             if not line.strip():
                 continue

@@ -65,10 +65,12 @@ class Cluster(Protocol):
         namespace: str | None = None,
         selector: str | None = None,
         timeout_seconds: int = 300,
+        fields: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events ({type, object}, bookmarks included) of matching objects after
-        `resource_version`, until the server ends the watch; Gone when that version is
-        too old."""
+        """Watch events ({type, object}, bookmarks included) of objects matching the label
+        `selector` and the field selector `fields` after `resource_version`, until the
+        server ends the watch; Gone when that version is too old. An object that stops
+        matching comes as DELETED, one that starts matching as ADDED."""
         ...
 
     async def create(

@@ -17,6 +17,7 @@ from typing import Any
 from multigpu_operator.actuator import Actuator, WaitingFor
 from multigpu_operator.api.spec import Job
 from multigpu_operator.api.status import JobStatus
+from multigpu_operator.cluster.foreign_pods import ForeignPods
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
@@ -43,6 +44,7 @@ class JobPass:
         clock: Callable[[], datetime],
         progress: ProgressBoard | None = None,
         runtimes_listed: Callable[[], bool] = lambda: True,
+        foreign: ForeignPods | None = None,
     ) -> None:
         self.pods = pods
         self.services = services
@@ -55,6 +57,8 @@ class JobPass:
         # Whether the runtimes' caches were listed: until then a runtime not found may
         # only not be seen yet (cluster/runtimes.py).
         self.runtimes_listed = runtimes_listed
+        # Other workloads' pods, listed from the first job placed here that needs them.
+        self.foreign = foreign
 
     async def run(
         self,
@@ -111,7 +115,7 @@ class JobPass:
             pods=pods,
             gone=tuple(p for p in self.pods.gone_of(key) if owned_by(p, uid)),
             nodes=self.nodes.nodes(),
-            occupancy=self._occupancy(job, pods, len(planned[1].pods)),
+            occupancy=await self._occupancy(job, queued, pods, len(planned[1].pods)),
             unseen=frozenset(self.pods.unseen(key)),
             has_service=self.services.has_service(key, uid),
             admission=admission,
@@ -120,17 +124,20 @@ class JobPass:
             counts_held_since=self.actuator.status.counts_held_since(key),
         )
 
-    def _occupancy(
-        self, job: Job, pods: tuple[dict[str, Any], ...], wanted: int
+    async def _occupancy(
+        self, job: Job, queued: bool, pods: tuple[dict[str, Any], ...], wanted: int
     ) -> Occupancy | None:
-        """What the operator's pods hold, for a job placed by topology that has pods to
-        create or to schedule (the passes that read every pod the operator knows)."""
+        """What the operator's pods and other workloads' hold, for a job placed by
+        topology that has pods to create or to schedule (the passes that read every pod
+        the operator knows). Other workloads' pods are read (and first listed) only for
+        a job Kueue does not place: Kueue counts them itself."""
         if job.spec.placement is None:
             return None
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         if len(live) >= wanted and all(p["spec"].get("nodeName") for p in live):
             return None
-        return occupancy(self.pods.all_pods(), job.ref.uid)
+        foreign = await self.foreign.held() if self.foreign and not queued else None
+        return occupancy(self.pods.all_pods(), job.ref.uid, foreign)
 
     def _queued(self, job: Job) -> bool:
         return queued_in_kueue(self.kueue.mode, self.kueue.informer.installed, job)

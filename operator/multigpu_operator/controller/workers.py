@@ -36,6 +36,7 @@ from multigpu_operator.cluster.errors import (
     NamespaceTerminating,
     NotFound,
 )
+from multigpu_operator.cluster.foreign_pods import ForeignPods
 from multigpu_operator.cluster.informer import JobKey, PodInformer, ServiceInformer
 from multigpu_operator.cluster.kueue_jobs import KueueJobs
 from multigpu_operator.cluster.nodes import NodeInformer
@@ -72,6 +73,9 @@ class Controller:
         self.services = ServiceInformer(cluster, self.enqueue, settings.namespace)
         # For telling "no node can ever fit" from "the cluster is busy" (policy/kube/fit.py).
         self.nodes = NodeInformer(cluster)
+        # What other workloads' pods hold, for spec.placement: started by the first pass
+        # that needs it (cluster/foreign_pods.py).
+        self.foreign = ForeignPods(cluster, settings.namespace)
         # Jobs queued in Kueue: their Workloads (cluster/kueue_jobs.py).
         self.kueue = KueueJobs(cluster, self.enqueue, settings.namespace, settings.kueue)
         self.queue: WorkQueue[JobKey] = WorkQueue(
@@ -111,6 +115,7 @@ class Controller:
             clock,
             self.progress,
             self.runtimes.listed,
+            self.foreign,
         )
 
     async def start(self, reconcile: bool = True) -> None:
@@ -142,6 +147,7 @@ class Controller:
 
     async def stop(self) -> None:
         await self.stop_workers()
+        await self.foreign.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -42,8 +42,8 @@ class PassInputs:
     # Its pods deleted for a fault, as the watch last showed them (policy/step.py).
     gone: tuple[Pod, ...] = ()
     nodes: tuple[Mapping[str, Any], ...] = ()  # the cluster's nodes, trimmed; () unknown
-    # What the operator's pods hold on the nodes, read only for a job with spec.placement
-    # that has pods to create (policy/placement/occupancy.py).
+    # What the operator's pods and other workloads' hold on the nodes, read only for a
+    # job with spec.placement that has pods to create (policy/placement/occupancy.py).
     occupancy: Occupancy | None = None
     # Names of pods created by earlier passes that the watch has not brought yet.
     unseen: frozenset[str] = frozenset()

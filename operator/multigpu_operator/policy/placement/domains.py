@@ -3,9 +3,9 @@ could ever hold, and how many it holds now.
 
 "Ever" counts the nodes' allocatable resources, as policy/kube/fit.py judges "no node
 can ever fit" (the nodes the pod may use by labels and lasting taints, less the avoided
-ones). "Now" takes away what the operator's other pods hold (occupancy.py): the operator
-sees only its own pods, so a domain that other workloads fill looks freer than it is;
-a wrong guess is corrected by choosing again after the gang timeout (choice.py).
+ones). "Now" takes away what the operator's other pods and other workloads' bound pods hold
+(occupancy.py); a pod bound after the caches last looked can still make a guess wrong,
+which the scheduler's refusal corrects (choice.py, placed.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""What the operator's other pods hold, by node and by domain (pure): the "now" of a
+"""What the cluster's other pods hold, by node and by domain (pure): the "now" of a
 domain choice (domains.py).
 
 Read from the pod informer's pods of every job (trimmed: our labels, the resources, the
 node): a scheduled pod that has not finished holds its requests on its node; a pod pinned
 to a domain (label LABEL_DOMAIN) that is not scheduled yet holds its GPUs in that domain;
 a pod with LABEL_EXCLUSIVE keeps its domain to its job; a pinned pod the scheduler turned
-away says its domain is full now. Pods of other workloads are not seen (docs/placement.md).
+away says its domain is full now. Other workloads' pods come as what they hold by node
+(`foreign`, cluster/foreign_pods.py: bound and not finished), added to the same count.
 """
 
 from __future__ import annotations
@@ -31,14 +32,21 @@ class Occupancy:
     busy: frozenset[str] = frozenset()  # domains where other jobs' pods are pinned
     exclusive: frozenset[str] = frozenset()  # domains held by an exclusive job
     # Domains where the scheduler turned another job's pod away: full now, whatever the
-    # operator's count says (it does not see other workloads' pods).
+    # operator's count says (other workloads' pods it cannot read, a pod bound since).
     full: frozenset[str] = frozenset()
 
 
-def occupancy(pods: Iterable[Mapping[str, Any]], own_uid: str) -> Occupancy:
-    """What the operator's pods hold; those of the job of `own_uid` count as taking
-    room (an elastic job grows into what is left) but never make a domain busy."""
-    used: dict[str, dict[str, Decimal]] = {}
+def occupancy(
+    pods: Iterable[Mapping[str, Any]],
+    own_uid: str,
+    foreign: Mapping[str, Mapping[str, Decimal]] | None = None,
+) -> Occupancy:
+    """What the operator's pods and other workloads' (`foreign`: node -> resource -> held)
+    hold; the pods of the job of `own_uid` count as taking room (an elastic job grows
+    into what is left) but never make a domain busy."""
+    used: dict[str, dict[str, Decimal]] = {
+        node: dict(held) for node, held in (foreign or {}).items()
+    }
     pinned: dict[str, Decimal] = {}
     busy: set[str] = set()
     exclusive: set[str] = set()
