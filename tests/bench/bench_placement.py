@@ -185,6 +185,10 @@ def report(runs: list[Run], stream: list[int]) -> None:
             f"{run.mode:<12} {len(run.running):>3}  {mean_racks:>19.2f}  "
             f"{mean:>18.1f} s {p90:>5.1f} s  {mean / base:>5.2f}x"
         )
+    for run in runs:  # where a mean above the p90 comes from
+        slowest = sorted(run.submitted, key=lambda j: -(run.running.get(j, 1e9) - run.submitted[j]))
+        slow = {j: run.running[j] - run.submitted[j] for j in slowest[:3] if j in run.running}
+        print(f"  slowest {run.mode}: " + ", ".join(f"{j} {w:.1f} s" for j, w in slow.items()))
 
 
 def parse_args() -> argparse.Namespace:

@@ -168,3 +168,31 @@ def test_thirty_jobs_each_in_one_domain_and_never_fits_at_once(
         assert len(ran) == pods, name
         where = {pool.nodes[p.spec.node_name][level] for p in ran}
         assert where == {domain["name"]}, (name, where, placement)
+
+
+def test_a_rack_another_workload_left_one_node_short_is_passed_over_at_once(
+    pool: Pool, jobs: JobEnv, operator: OperatorProcess
+) -> None:
+    """A pod of another workload holds one GPU of rack b0r0's first node: a Required job
+    of 4 pods x 8 GPUs (a whole rack) goes to rack b0r1, the next by name, in its first
+    choice (nothing tried, no gang timeout waited: it is a minute here)."""
+    other = _foreign("web-0", pool.name, (0, 0, 0))
+    other["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE] = "1"
+    jobs.core.create_namespaced_pod(jobs.namespace, other)
+    spec = pool.spec(RACK, 4)
+    spec["gang"] = {"timeoutSeconds": 60, "requeueAfterSeconds": 2}
+    item = {**job_manifest("whole-rack"), "spec": spec}
+    jobs.cluster.kubectl("apply", "-n", jobs.namespace, "-f", "-", stdin=json.dumps(item))
+    created = time.monotonic()
+
+    def bound() -> bool:
+        pods = jobs.pods("whole-rack")
+        return len(pods) == 4 and all(p.spec.node_name for p in pods)
+
+    wait_for(bound, "the job's 4 pods bound", timeout=60, interval=0.5)
+    assert time.monotonic() - created < 30
+    placement = statuses(jobs)["whole-rack"]["placement"]
+    assert [(d["name"], d["pods"]) for d in placement["domains"]] == [("b0r1", 4)]
+    assert not placement.get("tried")
+    racks = {pool.nodes[p.spec.node_name][RACK] for p in jobs.pods("whole-rack")}
+    assert racks == {"b0r1"}
