@@ -6,9 +6,11 @@ beyond), two of which no domain can ever hold.
 Every job that ran did so with all its pods in one domain, the one status.placement
 records, with its pods in rank order over the recorded domains; the two that cannot fit
 say NoDomainFits within a pass of their creation, with no pod; and every other job
-finishes: none is stuck on a domain that cannot hold it (the operator's guess ignores
-the foreign pods, and a gang that does not start within gang.timeoutSeconds moves or is
-requeued). About three minutes on two cores.
+finishes: none is stuck on a domain that cannot hold it (the operator counts the
+foreign pods; a gang that does not start within gang.timeoutSeconds moves or is
+requeued). And a rack that another workload's pod leaves one node short is passed over in
+the job's first choice, with no gang timeout waited. About a minute and a half on two
+cores.
 """
 
 from __future__ import annotations
