@@ -39,8 +39,8 @@ from typing import Any
 
 from multigpu_operator.api.kueue import PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
 from multigpu_operator.api.openapi import Schema
+from multigpu_operator.api.problem import Problem
 from multigpu_operator.api.schema import spec_schema
-from multigpu_operator.api.validation import Problem, validate
 
 # Runtime fields that are not job fields.
 RUNTIME_ONLY = ("queueName", "priorityClass", "lockedFields")
@@ -101,6 +101,10 @@ def merged_job(job: Mapping[str, Any], runtime_spec: Mapping[str, Any], runtime:
     name = (out.get("metadata") or {}).get("name")
     # Without the runtimeRef, for which the CRD skips the cross-field rules.
     spec = {k: v for k, v in out["spec"].items() if k != "runtimeRef"}
+    # Imported here: the validator and its libraries (cel-python, jsonschema: 14 MiB,
+    # 170 modules) load in the operator with the first job that names a runtime.
+    from multigpu_operator.api.validation import validate
+
     problems = validate(spec, name if isinstance(name, str) else None)
     if problems:
         raise RuntimeProblems(

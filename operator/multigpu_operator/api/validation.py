@@ -35,6 +35,7 @@ from openapi_schema_validator import OAS30Validator
 
 from multigpu_operator.api import cel
 from multigpu_operator.api.openapi import Schema
+from multigpu_operator.api.problem import Problem
 from multigpu_operator.api.schema import root_schema
 
 __all__ = ["Problem", "validate", "validate_object", "with_defaults"]
@@ -44,17 +45,6 @@ __all__ = ["Problem", "validate", "validate_object", "with_defaults"]
 _BLOCKING = frozenset({"type", "required", "enum", "additionalProperties"})
 # The scale subresource (kubectl scale, autoscalers) reads spec.replicas as an int64.
 _SCALE_REPLICAS = "must be written as an integer: the scale subresource reads it as one"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """What is wrong with a job: the field (`spec.elastic.minReplicas`) and why."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 def validate(spec: Mapping[str, Any], name: str | None = None) -> list[Problem]:
