@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import REPO, RESULTS, Record, git, load
+from bench.results_plane import bound_section
 from bench.results_prose import AT_SCALE, INTRO, OTHERS
 from bench.results_training import memory_section
 
@@ -309,6 +310,7 @@ def render(records: list[Record], changed_at: str) -> str:
     for goal in GOALS:
         lines += [f'<a id="{goal.anchor}"></a>', "", *goal_section(goal, records, changed_at)]
     lines += flat_section(records, changed_at)
+    lines += bound_section(records)
     lines += memory_section(records)
     lines.append(OTHERS)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import results, results_page
+from bench import results, results_page, results_plane
 from bench.report import Figures, print_report
 
 REPO = Path(__file__).resolve().parents[3]
@@ -146,3 +146,20 @@ def test_a_printed_report_reads_back_as_its_figures(capsys: pytest.CaptureFixtur
             else:
                 assert got == value, (side, key, got, value)
     assert figures["direct"] is None
+
+
+def test_a_direct_run_shows_the_operator_against_its_own_objects_sent_straight() -> None:
+    rec = run(NEWER, 12.0)
+    rec["direct"] = {
+        "jobs_per_s": 8.0,
+        "control_plane_ms_per_job": 300.0,
+        "control_plane_by_program": {"kube-apiserver": 150.0},
+    }
+    rec["operator"] |= {"control_plane_ms_per_job": 280.0, "cpu_per_job_ms": 30.0}
+    rec["bare"] |= {"control_plane_ms_per_job": 120.0}
+    rows = [line for line in results_plane.bound_section([rec]) if line.startswith("| 200")]
+    assert rows == [
+        "| 200 x 8 | 1.50x | 1.20x | 280 / 120 / 300 | - / - / 150 | - / - / - "
+        "| - / - / - | - / - / - | 30 ms | 26bc2f2 |"
+    ]
+    assert "No run" in "".join(results_plane.bound_section([run(NEWER, 12.0)]))
