@@ -9,6 +9,7 @@ the actuator (actuator/) does.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -30,6 +31,9 @@ from multigpu_operator.policy.placement.occupancy import Occupancy, occupancy
 from multigpu_operator.policy.steps.queueing import queued_in_kueue
 from multigpu_operator.policy.steps.refusals import Refusal
 from multigpu_operator.reconcile import decide
+
+# How long the first pass of a job placed by topology waits for the nodes' first list.
+NODES_FIRST_LIST_SECONDS = 10.0
 
 
 class JobPass:
@@ -59,6 +63,7 @@ class JobPass:
         self.runtimes_listed = runtimes_listed
         # Other workloads' pods, listed from the first job placed here that needs them.
         self.foreign = foreign
+        self._nodes_waited = False  # a placed job waited for the nodes' first list
 
     async def run(
         self,
@@ -107,6 +112,8 @@ class JobPass:
             return common
         uid = job.ref.uid
         pods = tuple(p for p in self.pods.pods_of(key) if owned_by(p, uid))
+        # First: a placed job's first pass may wait here for the nodes' first list.
+        held = await self._occupancy(job, queued, pods, len(planned[1].pods))
         admission = None
         if queued:
             admission = admission_of(workload, self.kueue.informer.flavors_by_name())
@@ -115,7 +122,7 @@ class JobPass:
             pods=pods,
             gone=tuple(p for p in self.pods.gone_of(key) if owned_by(p, uid)),
             nodes=self.nodes.nodes(),
-            occupancy=await self._occupancy(job, queued, pods, len(planned[1].pods)),
+            occupancy=held,
             unseen=frozenset(self.pods.unseen(key)),
             has_service=self.services.has_service(key, uid),
             admission=admission,
@@ -136,8 +143,24 @@ class JobPass:
         live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
         if len(live) >= wanted and all(p["spec"].get("nodeName") for p in live):
             return None
-        foreign = await self.foreign.held() if self.foreign and not queued else None
+        if queued:
+            return occupancy(self.pods.all_pods(), job.ref.uid)
+        await self._nodes_listed()
+        foreign = await self.foreign.held() if self.foreign else None
         return occupancy(self.pods.all_pods(), job.ref.uid, foreign)
+
+    async def _nodes_listed(self) -> None:
+        """Wait for the nodes' first list (once, up to NODES_FIRST_LIST_SECONDS): without
+        nodes a placed job's pods would be created unpinned (placed.py), and moved later."""
+        if self._nodes_waited or self.nodes.synced.is_set():
+            return
+        try:
+            async with asyncio.timeout(NODES_FIRST_LIST_SECONDS):
+                await self.nodes.synced.wait()
+        except TimeoutError:
+            pass  # RBAC without nodes, or a slow list: placed as without nodes
+        finally:
+            self._nodes_waited = True
 
     def _queued(self, job: Job) -> bool:
         return queued_in_kueue(self.kueue.mode, self.kueue.informer.installed, job)

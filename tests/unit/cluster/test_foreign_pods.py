@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from multigpu_operator.cluster.errors import Forbidden
 from multigpu_operator.cluster.foreign_pods import FIELDS, SELECTOR, ForeignPods, trim_foreign
 from multigpu_operator.cluster.kinds import NODES, PODS
 from support.controller_run import ddp_spec, running_controller
@@ -114,3 +115,21 @@ async def test_the_watch_starts_with_the_first_placed_job_and_steers_it() -> Non
         }
         assert domains == {"r2"}
         assert cluster.status("placed")["placement"]["summary"] == "rack r2 (2 pods)"
+
+
+@pytest.mark.asyncio
+@pytest.mark.looptime(end=600)
+async def test_a_placed_job_waits_for_the_nodes_first_list_before_creating_pods() -> None:
+    """Nodes not listed yet (a refused first list): the job's pods are not created
+    unpinned, but pinned once the nodes are known."""
+    cluster = FakeCluster()
+    for name, rack in (("a0", "r1"), ("a1", "r1")):
+        cluster.put(NODES, rack_node(name, rack))
+    cluster.fail("list nodes", Forbidden("nodes is forbidden", 403), times=2)
+    async with running_controller(cluster):
+        placement = {"topologyKey": RACK, "policy": "Required"}
+        cluster.add_job("placed", ddp_spec(2, gpusPerReplica=8, placement=placement))
+        await asyncio.sleep(10)
+        pods = [p for (_, name), p in cluster.pods.items() if name.startswith("placed-")]
+        assert len(pods) == 2
+        assert {p["metadata"]["labels"].get("multigpu.dev/topology-domain") for p in pods} == {"r1"}
