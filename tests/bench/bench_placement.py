@@ -10,11 +10,11 @@ It adds 2 blocks x 4 racks x 4 simulated nodes x 8 GPUs (labelled and tainted fo
 only, removed afterwards) with one node in `--taken` racks held by a pod the operator does
 not know (a fragmented cluster), then runs the same seeded stream of `--jobs` jobs of 1-4
 pods x 8 GPUs, one every `--interval` seconds, each pod running `--run-seconds`, three
-times, each in a fresh namespace with its own operator: placement off, Required and
-Preferred at the rack level. It prints, per run: the mean number of racks a multi-pod job's
-pods ran in (goal: 1.0 Required, <= 1.1 Preferred), and the time from a job's submission to
-all its pods Running (mean and p90, and the mean against placement off: goal within 1.2x
-while capacity exists).
+times, each in a fresh namespace with its own operator, once the previous run's pods are
+gone: placement off, Required and Preferred at the rack level. It prints, per run: the
+mean number of racks a multi-pod job's pods ran in (goal: 1.0 Required, <= 1.1 Preferred),
+and the time from a job's submission to all its pods Running (mean and p90, and the mean
+against placement off: goal within 1.2x while capacity exists).
 """
 
 from __future__ import annotations
@@ -148,8 +148,18 @@ class Bench:
             )
         finally:
             operator.stop()
-            self.cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+            self._clear(namespace)
         return result
+
+    def _clear(self, namespace: str) -> None:
+        """Remove the run's pods at once and wait until they are gone: the next run's
+        operator watches its own namespace only, and pods still running from this one
+        would fill racks it cannot see."""
+        self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        self.cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        deadline = time.monotonic() + 120
+        while self.core.list_namespaced_pod(namespace).items and time.monotonic() < deadline:
+            time.sleep(1)
 
     def _observe(self, namespace: str, sizes: dict[str, int], result: Run) -> None:
         by_job: dict[str, list[Any]] = {}
