@@ -241,6 +241,10 @@ def _rank_worker(
         results.put((rank, RankFigures(rate, _all_reduce(sizes.allreduce_bytes, device, ranks))))
     finally:
         distributed.destroy_process_group()
+    # As the trainer does: a finished gloo rank may abort in interpreter finalization
+    # (exit -6, "terminate called without an active exception"). The queue's put has
+    # written its bytes already (a SimpleQueue has no feeder thread).
+    distributed.exit_after_success()
 
 
 def _all_reduce(nbytes: int, device: torch.device, ranks: int, iterations: int = 20) -> float:
