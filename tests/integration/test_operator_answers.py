@@ -142,7 +142,12 @@ def test_a_full_quota_and_a_missing_service_account_are_waited_for_then_the_pods
         assert created["message"].startswith(f"{field}: ")
         assert words in created["message"]
         assert jobs.status(name)["phase"] == "Pending"
-        assert [e["type"] for e in events_of(jobs, name) if e["reason"] == reason] == ["Warning"]
+
+        def warned(name: str = name, reason: str = reason) -> list[str]:
+            return [e["type"] for e in events_of(jobs, name) if e["reason"] == reason]
+
+        # The Event is posted after the status write that the wait above saw.
+        assert wait_for(warned, f"{name}: its {reason} Event") == ["Warning"]
 
     jobs.apply({**QUOTA, "spec": {"hard": {"pods": "10"}}})
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}}
