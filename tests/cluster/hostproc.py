@@ -191,16 +191,26 @@ def remove_cgroup(name: str) -> None:
 
 def cmdlines_containing(text: str) -> list[str]:
     """Command lines of the live processes whose command line contains `text`."""
+    return [cmdline for _, cmdline in _containing(text)]
+
+
+def pids_containing(text: str) -> list[int]:
+    """Pids of the live processes whose command line contains `text`."""
+    return [pid for pid, _ in _containing(text)]
+
+
+def _containing(text: str) -> list[tuple[int, str]]:
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        # A zombie's command line is empty, so it never matches.
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
         if text in cmdline:
-            found.append(cmdline.strip())
+            found.append((int(proc.name), cmdline.strip()))
     return found
 
 

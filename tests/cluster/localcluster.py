@@ -257,6 +257,9 @@ class LocalCluster:
         )
         self.real_node.down()
         self.kwokctl("delete", "cluster", check=False)
+        # kwokctl signals its components but does not wait for them: etcd on a busy
+        # machine can still be flushing when it returns.
+        hostproc.stop(hostproc.pids_containing(self._process_marker()))
         leftovers = self.running_processes() + self.real_node.running()
         if leftovers:
             raise RuntimeError(f"still running after delete: {leftovers}")
@@ -264,11 +267,13 @@ class LocalCluster:
 
     def running_processes(self) -> list[str]:
         """Command lines of live processes that belong to this cluster."""
-        # The trailing slash keeps "mgj" from matching "mgj-test".
-        marker = f"{self.workdir / 'clusters' / self.name}/"
         from cluster import hostproc
 
-        return hostproc.cmdlines_containing(marker)
+        return hostproc.cmdlines_containing(self._process_marker())
+
+    def _process_marker(self) -> str:
+        # The trailing slash keeps "mgj" from matching "mgj-test".
+        return f"{self.workdir / 'clusters' / self.name}/"
 
     def _config_documents(self) -> list[dict[str, Any]]:
         return kwokctl_documents(self.tools, self.node_layout.host_ip)
