@@ -19,6 +19,8 @@ For each: the CPU each control-plane process used from submission until every po
 
     .venv/bin/python tests/bench/bench_plane.py --jobs 100
     .venv/bin/python tests/bench/bench_plane.py --jobs 100 --dns-names Replica0
+
+With `--results DIR` it writes the figures as a result file for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from kubernetes_asyncio import client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import results
 from bench.bench_create import bench_cluster
 from bench.metrics_text import growth
 from bench.objects import DirectClient
@@ -43,6 +47,7 @@ from bench.options import GPUS_PER_NODE, add_cluster_options
 from cluster.localcluster import LocalCluster
 from cluster.node_manifests import gpu_node
 
+BENCHMARK = "bench_plane"
 CASES = ("pods", "pods+service", "job+pods", "job+pods+service", "job+pods+service+status")
 SETTLE_S = 5
 
@@ -69,7 +74,7 @@ def writes(before: str, after: str) -> dict[str, float]:
 
 async def measure(
     cluster: LocalCluster, api: client.ApiClient, name: str, args: argparse.Namespace
-) -> None:
+) -> dict[str, Any]:
     namespace = f"plane-{name.replace('+', '-')}-{int(time.time())}"
     cluster.kubectl("create", "namespace", namespace)
     await asyncio.sleep(SETTLE_S)  # the namespace's own writes land first
@@ -89,6 +94,13 @@ async def measure(
     print(f"{'':26}writes/job: " + ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in counts.items()))
     sys.stdout.flush()
     cluster.kubectl("delete", "namespace", namespace, "--timeout=600s", check=False)
+    return {
+        "case": name,
+        "ms_per_job": sum(per_process.values()),
+        "by_program": per_process,
+        "seconds": took,
+        "writes_per_job": {k: v / args.jobs for k, v in counts.items()},
+    }
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -102,11 +114,16 @@ async def main_async(args: argparse.Namespace) -> None:
         "per job, submission -> all pods Running (+5 s)"
     )
     try:
-        for name in (*CASES, CASES[0]):
-            await measure(cluster, api, name, args)
+        cases = [await measure(cluster, api, name, args) for name in (*CASES, CASES[0])]
     finally:
         await api.close()
         cluster.kubectl("delete", "node", *[n["metadata"]["name"] for n in nodes], check=False)
+    if args.results:
+        argv = sys.argv[1 : sys.argv.index("--note")] if "--note" in sys.argv else sys.argv[1:]
+        command = results.command_line(["tests/bench/bench_plane.py", *argv])
+        size = {"jobs": args.jobs, "pods": args.pods, "nodes": count, "dns_names": args.dns_names}
+        rec = results.record(BENCHMARK, command, size, {"cases": cases}, args.note)
+        print(f"wrote {results.write(rec, args.results)}")
 
 
 def main() -> None:
@@ -116,6 +133,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--pods", type=int, default=8, help="pods per job, one GPU each")
     add_cluster_options(parser)
+    parser.add_argument("--results", type=Path, help="write a result file into this folder")
+    parser.add_argument("--note", default="", help="said beside the run on the page")
     asyncio.run(main_async(parser.parse_args()))
 
 

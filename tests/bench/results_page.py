@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.results import REPO, RESULTS, Record, git, load
-from bench.results_plane import bound_section
+from bench.results_plane import bound_section, parts_section
 from bench.results_prose import AT_SCALE, INTRO, OTHERS
 from bench.results_training import memory_section
 
@@ -97,6 +97,20 @@ class Goal:
     figure: Callable[[Record], str]
     against_bare: Callable[[Record], str]
     meets: Callable[[Record], bool | None]  # None: the run does not tell
+    # (jobs, pods) shapes the goal is judged at, each by its own newest run; () = any
+    sizes: tuple[tuple[int, int], ...] = ()
+
+
+# The burst goals' sizes: other sizes' runs are shown, not judged.
+BURST_SIZES = ((200, 8), (1000, 8))
+
+
+def shape(rec: Record) -> tuple[int, int]:
+    return int(rec["size"]["jobs"]), int(rec["size"]["pods"])
+
+
+def shape_name(size: tuple[int, int]) -> str:
+    return f"{size[0]:,} x {size[1]}"
 
 
 def _cycle_spread(rec: Record) -> float | None:
@@ -130,6 +144,7 @@ GOALS = (
         lambda r: f"{_n(op(r, 'jobs_per_s'))} / {_n(bare(r, 'jobs_per_s'))} jobs/s",
         lambda r: _x(ratio(r, "jobs_per_s")),
         lambda r: None if ratio(r, "jobs_per_s") is None else ratio(r, "jobs_per_s") >= 0.8,  # type: ignore[operator]
+        BURST_SIZES,
     ),
     Goal(
         "created",
@@ -142,6 +157,7 @@ GOALS = (
         ),
         lambda r: f"{_x(ratio(r, 'p50_created_s'))} / {_x(ratio(r, 'p99_created_s'))}",
         lambda r: _both_le(r, ("p50_created_s", "p99_created_s"), 1.5),
+        BURST_SIZES,
     ),
     Goal(
         "sustained",
@@ -216,12 +232,36 @@ def flat_verdict(records: list[Record], changed_at: str) -> tuple[str, str]:
     return (MET if spread <= FLAT else NOT_MET), f"{spread:.2f}x across {counts} existing jobs"
 
 
-def verdict(goal: Goal, runs: list[Record], changed_at: str) -> tuple[str, Record | None]:
-    """The goal's verdict from the newest run of today's code that tells, and that run."""
+def newest_verdict(goal: Goal, runs: list[Record], changed_at: str) -> tuple[str, Record | None]:
+    """The verdict of the newest run of today's code that tells, and that run."""
     for rec in reversed(runs):
         if todays_code(rec, changed_at) and goal.meets(rec) is not None:
             return (MET if goal.meets(rec) else NOT_MET), rec
     return UNMEASURED, None
+
+
+def size_verdicts(
+    goal: Goal, runs: list[Record], changed_at: str
+) -> list[tuple[tuple[int, int], str, Record | None]]:
+    """For a goal judged at given sizes: each size's verdict from its own newest run."""
+    return [
+        (size, *newest_verdict(goal, [r for r in runs if shape(r) == size], changed_at))
+        for size in goal.sizes
+    ]
+
+
+def verdict(goal: Goal, runs: list[Record], changed_at: str) -> tuple[str, Record | None]:
+    """The goal's verdict, and the run it rests on (the newest, for a goal judged at
+    several sizes: met only when met at every one)."""
+    if not goal.sizes:
+        return newest_verdict(goal, runs, changed_at)
+    each = size_verdicts(goal, runs, changed_at)
+    said = [v for _, v, _ in each]
+    told = [rec for _, _, rec in each if rec is not None]
+    newest = max(told, key=lambda r: r["date"]) if told else None
+    if NOT_MET in said:
+        return NOT_MET, newest
+    return (UNMEASURED if UNMEASURED in said else MET), newest
 
 
 def short(rec: Record) -> str:
@@ -246,7 +286,13 @@ def goal_section(goal: Goal, records: list[Record], changed_at: str) -> list[str
     runs = [r for r in records if r["benchmark"] == "bench_create" and goal.applies(r)]
     said, newest = verdict(goal, runs, changed_at)
     lines = [f"### {goal.title}: {said}", "", f"Why: {goal.why}."]
-    if newest is not None:
+    if goal.sizes:
+        each = [
+            f"{shape_name(size)} {v}" + (f" ({short(rec)}, {rec['date'][:10]})" if rec else "")
+            for size, v, rec in size_verdicts(goal, runs, changed_at)
+        ]
+        lines[-1] += f" Judged at each size by its newest run of today's code: {', '.join(each)}."
+    elif newest is not None:
         lines[-1] += f" Newest run of today's code: {short(newest)}, {newest['date'][:10]}."
     elif runs and (told := [r for r in runs if goal.meets(r) is not None]):
         last = told[-1]
@@ -311,6 +357,7 @@ def render(records: list[Record], changed_at: str) -> str:
         lines += [f'<a id="{goal.anchor}"></a>', "", *goal_section(goal, records, changed_at)]
     lines += flat_section(records, changed_at)
     lines += bound_section(records)
+    lines += parts_section(records)
     lines += memory_section(records)
     lines.append(OTHERS)
     return "\n".join(lines).rstrip("\n") + "\n"

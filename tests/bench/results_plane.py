@@ -1,9 +1,14 @@
-"""The part of docs/benchmarks.md that says what bounds jobs/s on the machine of a run:
-for each bench_create run with `--direct`, the operator against a client that sends the
-operator's own objects itself (the job, its Service and planned pods, two status writes,
-two Events), and the control plane's CPU per job for each of the three."""
+"""The parts of docs/benchmarks.md about the control plane's side of a job.
+
+What bounds jobs/s on the machine of a run: for each bench_create run with `--direct`, the
+operator against a client that sends the operator's own objects itself (the job, its
+Service and planned pods, two status writes, two Events), and the control plane's CPU per
+job for each of the three. What a job costs the control plane: the newest bench_plane run,
+the price of each of those objects, sent with no operator."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from bench.results import Record
 
@@ -63,5 +68,60 @@ def bound_section(records: list[Record]) -> list[str]:
             f"| {size} | {_x(op, direct)} | {_x(op, bare)} | "
             + " | ".join(planes)
             + f" | {'-' if own is None else f'{float(own):.0f} ms'} | {str(rec['commit'])[:7]} |"
+        )
+    return [*lines, ""]
+
+
+PARTS = """## What a job costs the control plane
+
+`tests/bench/bench_plane.py --jobs N [--pods P] [--dns-names ...] [--fresh] [--results DIR]`
+runs no operator: it creates the objects the operator would make, part by part, each case
+in a fresh namespace, and reads the control plane's CPU from submission until every pod
+runs (and 5 s more) and the API server's write requests, per job. `pods` is the bare
+client's; `job+pods` the MultiGPUJob (suspended) and the pods the operator plans for it
+(the launch contract's env, labels, owner reference), without a Service; the last case
+repeats the first, to show how far the cluster drifted. No goal: this says where a job's
+cost goes."""
+
+
+def _writes(case: dict[str, Any], *kinds: str) -> str:
+    found = case.get("writes_per_job") or {}
+    return f"{sum(float(found.get(k, 0)) for k in kinds):.1f}"
+
+
+def parts_section(records: list[Record]) -> list[str]:
+    runs = [r for r in records if r["benchmark"] == "bench_plane"]
+    if not runs:
+        return [PARTS, "", "No result file yet.", ""]
+    newest = {r["size"]["dns_names"]: r for r in runs}  # each spec.dnsNames' newest run
+    lines = [PARTS, ""]
+    for rec in newest.values():
+        lines += _parts_table(rec)
+    return lines
+
+
+def _parts_table(rec: Record) -> list[str]:
+    size = rec["size"]
+    command = rec["command"].replace("|", "\\|")
+    lines = [
+        f"{size['jobs']:,} jobs x {size['pods']} pods at once, "
+        f"`spec.dnsNames: {size['dns_names']}`, {str(rec['commit'])[:7]}, "
+        f"{rec['date'][:10]}: `{command}`. CPU in ms per job; writes per job.",
+        "",
+        f"| case | control plane | {' | '.join(PROGRAMS)} | pod writes | endpoint writes |"
+        " seconds |",
+        "|---|---|" + "---|" * len(PROGRAMS) + "---|---|---|",
+    ]
+    base = float(rec["cases"][0]["ms_per_job"])
+    for case in rec["cases"]:
+        ms = float(case["ms_per_job"])
+        programs = " | ".join(f"{float(case['by_program'].get(p, 0)):.0f}" for p in PROGRAMS)
+        pod_writes = _writes(case, "POST pods", "POST pods/binding", "PATCH pods/status")
+        endpoints = _writes(
+            case, "POST endpoints", "PUT endpoints", "POST endpointslices", "PUT endpointslices"
+        )
+        lines.append(
+            f"| {case['case']} | {ms:.0f} ({ms / base:.2f}x) | {programs} | {pod_writes} "
+            f"| {endpoints} | {float(case['seconds']):.1f} |"
         )
     return [*lines, ""]

@@ -40,14 +40,7 @@ the nodes (`--nodes` >= jobs x pods / 8). A run whose output was kept but not it
 `tests/bench/results.py OUTPUT --command ... --commit ... --date ...` reads the report back.
 """
 
-OTHERS = """## What a job costs the control plane
-
-`tests/bench/bench_plane.py --jobs N [--pods P] [--dns-names ...] [--fresh]` runs no
-operator: it creates the objects the operator would make, part by part (pods, Service,
-job, status writes), and prints the control plane's CPU and the API server's writes per
-job for each part. No goal; no result file yet.
-
-## The pure pass
+OTHERS = """## The pure pass
 
 `tests/bench/bench_decide.py [--pods 8 64 512]` runs neither cluster nor operator: the pure
 pass (`reconcile.decide()`) of one job whose pods all run, in microseconds per pass. No

@@ -5,6 +5,7 @@ today's operator code."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
 import shutil
@@ -69,13 +70,18 @@ def test_each_result_file_names_its_code_machine_date_and_command(path: Path) ->
     assert path.name == results.file_name(rec)
     if rec["benchmark"] == "resume_memory":
         assert all(row["ratios"] and row["checkpoint_mib"] > 0 for row in rec["rows"])
+    elif rec["benchmark"] == "bench_plane":
+        assert [c["case"] for c in rec["cases"]][:1] == ["pods"]
+        assert all(c["ms_per_job"] > 0 for c in rec["cases"])
     else:
         assert rec["operator"]["jobs_per_s"] is not None
 
 
-def run(commit: str, jobs_per_s: float, dirty_operator: bool = False) -> dict[str, Any]:
+def run(
+    commit: str, jobs_per_s: float, dirty_operator: bool = False, jobs: int = 200
+) -> dict[str, Any]:
     """A bench_create record at `commit` with the bare client at 10 jobs/s."""
-    size: dict[str, Any] = {"jobs": 200, "pods": 8, "nodes": 200, "rate": 0, "duration": 0}
+    size: dict[str, Any] = {"jobs": jobs, "pods": 8, "nodes": jobs, "rate": 0, "duration": 0}
     size |= {"existing": 0}
     size |= {"cycles": 0, "dns_names": "EveryReplica"}
     return {
@@ -91,6 +97,7 @@ def run(commit: str, jobs_per_s: float, dirty_operator: bool = False) -> dict[st
 
 
 JOBS_S = results_page.GOALS[0]
+ANY_SIZE = dataclasses.replace(JOBS_S, sizes=())
 
 
 @pytest.mark.parametrize(
@@ -117,7 +124,29 @@ JOBS_S = results_page.GOALS[0]
 def test_a_goal_is_met_only_by_the_newest_run_of_todays_code(
     runs: list[dict[str, Any]], changed_at: str, expected: str
 ) -> None:
-    said, _ = results_page.verdict(JOBS_S, runs, full(changed_at))
+    said, _ = results_page.verdict(ANY_SIZE, runs, full(changed_at))
+    assert said == expected
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        ([run(NEWER, 9.0), run(NEWER, 9.0, jobs=1000)], results_page.MET),
+        ([run(NEWER, 9.0), run(NEWER, 7.0, jobs=1000)], results_page.NOT_MET),
+        ([run(NEWER, 9.0)], results_page.UNMEASURED),  # nothing at 1,000 x 8
+        ([run(NEWER, 7.0)], results_page.NOT_MET),  # one size is enough to fail
+        # another size, newer, judges neither
+        ([run(NEWER, 9.0), run(NEWER, 9.0, jobs=1000), run(NEWER, 5.0, jobs=1250)], "met"),
+        # each size by its own newest run
+        ([run(NEWER, 7.0), run(NEWER, 9.0, jobs=1000), run(NEWER, 9.0)], results_page.MET),
+    ],
+    ids=["both-met", "one-not", "one-missing", "one-not-one-missing", "other-size", "newest"],
+)
+def test_a_burst_goal_is_judged_at_each_of_its_sizes(
+    runs: list[dict[str, Any]], expected: str
+) -> None:
+    said, _ = results_page.verdict(JOBS_S, runs, full(OLDER))
+    assert JOBS_S.sizes == ((200, 8), (1000, 8))
     assert said == expected
 
 
@@ -163,3 +192,40 @@ def test_a_direct_run_shows_the_operator_against_its_own_objects_sent_straight()
         "| - / - / - | - / - / - | 30 ms | 26bc2f2 |"
     ]
     assert "No run" in "".join(results_plane.bound_section([run(NEWER, 12.0)]))
+
+
+def plane_run(dns_names: str, date: str, pods_ms: float) -> dict[str, Any]:
+    def case(name: str, ms: float, writes: dict[str, float]) -> dict[str, Any]:
+        programs = {"kube-apiserver": ms / 2, "etcd": ms / 4}
+        figures = {"ms_per_job": ms, "by_program": programs, "writes_per_job": writes}
+        return {"case": name, "seconds": 20.0, **figures}
+
+    return {
+        "benchmark": "bench_plane",
+        "commit": full(NEWER),
+        "date": date,
+        "command": "tests/bench/bench_plane.py --jobs 200",
+        "size": {"jobs": 200, "pods": 8, "nodes": 200, "dns_names": dns_names},
+        "cases": [
+            case("pods", pods_ms, {"POST pods": 8.0, "PATCH pods/status": 16.0}),
+            case("pods+service", 2 * pods_ms, {"POST endpoints": 1.0, "PUT endpoints": 5.5}),
+        ],
+    }
+
+
+def test_the_plane_section_prices_each_part_against_the_bare_pods() -> None:
+    runs = [
+        plane_run("EveryReplica", "2026-11-28T09:00:00Z", 100.0),
+        plane_run("EveryReplica", "2026-11-28T10:00:00Z", 120.0),  # the newer one shows
+        plane_run("Replica0", "2026-11-28T11:00:00Z", 110.0),
+    ]
+    lines = results_plane.parts_section(runs)
+    rows = [line for line in lines if line.startswith("| pods")]
+    assert rows == [
+        "| pods | 120 (1.00x) | 60 | 0 | 30 | 0 | 24.0 | 0.0 | 20.0 |",
+        "| pods+service | 240 (2.00x) | 120 | 0 | 60 | 0 | 0.0 | 6.5 | 20.0 |",
+        "| pods | 110 (1.00x) | 55 | 0 | 28 | 0 | 24.0 | 0.0 | 20.0 |",
+        "| pods+service | 220 (2.00x) | 110 | 0 | 55 | 0 | 0.0 | 6.5 | 20.0 |",
+    ]
+    assert sum("spec.dnsNames: Replica0" in line for line in lines) == 1
+    assert "No result file yet." in results_plane.parts_section([run(NEWER, 12.0)])
