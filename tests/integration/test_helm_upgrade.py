@@ -107,7 +107,8 @@ def test_helm_upgrade_and_uninstall_keep_running_jobs_and_their_pods(
             "both jobs' pods running", timeout=180,
         )  # fmt: skip
         wait_for(lambda: set(phases(real).values()) == {"Running"}, "both jobs Running")
-        assert pulled_from_registry(real, f"{REAL}-0")
+        # The kubelet posts its Events in the background.
+        wait_for(lambda: pulled_from_registry(real, f"{REAL}-0"), "the kubelet's Pulling event")
         before, operator = identities(real), operator_pods(real)
         assert len(before) == 4
         assert all(restarts == 0 for _, restarts in before.values())

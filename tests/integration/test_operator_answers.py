@@ -78,9 +78,14 @@ def test_refused_pods_fail_their_jobs_naming_the_field_and_the_servers_message(
         assert failed["message"].startswith(f'{field}: pods "{name}-')
         assert words in failed["message"]
         assert not jobs.pods(name)
-        assert ("Warning", "PodForbidden") in {
-            (e["type"], e["reason"]) for e in events_of(jobs, name)
-        }
+
+        def forbidden(name: str = name) -> bool:
+            return ("Warning", "PodForbidden") in {
+                (e["type"], e["reason"]) for e in events_of(jobs, name)
+            }
+
+        # The Event is posted after the status write that the wait above saw.
+        wait_for(forbidden, f"{name}: its PodForbidden Warning event")
     failed = condition(jobs.wait_phase("typo", "Failed"), "Failed")
     assert failed["reason"] == "InvalidPodTemplate"
     assert 'unknown field "spec.hostNetwrok"' in failed["message"]

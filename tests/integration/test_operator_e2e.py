@@ -151,11 +151,15 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
         in (failed["message"])
     )
     assert not job_pods(core, namespace, "clash")
-    assert any(
-        e.get("reason") == "InvalidSpec"
-        and e.get("regarding", {}).get("name") == "clash"
-        and e.get("type") == "Warning"
-        for e in list_events(api_client, namespace)
+    # The Event is posted after the status write that the wait above saw.
+    wait_for(
+        lambda: any(
+            e.get("reason") == "InvalidSpec"
+            and e.get("regarding", {}).get("name") == "clash"
+            and e.get("type") == "Warning"
+            for e in list_events(api_client, namespace)
+        ),
+        "the InvalidSpec Warning event",
     )
 
 

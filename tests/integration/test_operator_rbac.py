@@ -70,7 +70,12 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
             return (obj.get("status") or {}).get("phase")
 
         wait_for(lambda: phase() == "Running", "job Running under the operator's own RBAC")
-        assert any(e.get("reason") == "PodsCreated" for e in list_events(api_client, namespace))
+        wait_for(
+            lambda: any(
+                e.get("reason") == "PodsCreated" for e in list_events(api_client, namespace)
+            ),
+            "a PodsCreated event",
+        )
 
         # A restart (deletes pods), then the TTL (deletes the job) under the same rules.
         failing = job_manifest(
@@ -90,7 +95,10 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
             return "flaky" not in names
 
         wait_for(gone, "flaky restarted, failed and deleted after its TTL", timeout=60)
-        assert any(e.get("reason") == "PodFailed" for e in list_events(api_client, namespace))
+        wait_for(
+            lambda: any(e.get("reason") == "PodFailed" for e in list_events(api_client, namespace)),
+            "a PodFailed event",
+        )
         # A request the API server refused (403 Forbidden, or any other) is a reconcile error.
         assert reconcile_errors(operator) == 0, operator.log()
     finally:

@@ -234,12 +234,20 @@ def test_an_image_that_does_not_exist_is_named_on_the_job(real: JobEnv) -> None:
     assert running["status"] == "False"
     assert "pod no-image-" in running["message"]
     assert 'image "localhost/multigpu/nowhere:1"' in running["message"]
-    events = real.cluster.kubectl(
-        "get", "events", "-n", real.namespace, "--field-selector",
-        "involvedObject.name=no-image,type=Warning", "-o", "json",
-    )  # fmt: skip
-    notes = [e.get("note") or e.get("message", "") for e in json.loads(events.stdout)["items"]]
-    assert any("localhost/multigpu/nowhere:1" in note for note in notes), notes
+
+    def notes() -> list[str]:
+        events = real.cluster.kubectl(
+            "get", "events", "-n", real.namespace, "--field-selector",
+            "involvedObject.name=no-image,type=Warning", "-o", "json",
+        )  # fmt: skip
+        items = json.loads(events.stdout)["items"]
+        return [e.get("note") or e.get("message", "") for e in items]
+
+    # The kubelet's Event and its status write of the pod come in no set order.
+    wait_for(
+        lambda: any("localhost/multigpu/nowhere:1" in note for note in notes()),
+        "the kubelet's Warning event naming the image",
+    )
 
 
 @pytest.mark.parametrize(
