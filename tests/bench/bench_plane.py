@@ -119,8 +119,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await api.close()
         cluster.kubectl("delete", "node", *[n["metadata"]["name"] for n in nodes], check=False)
     if args.results:
-        argv = sys.argv[1 : sys.argv.index("--note")] if "--note" in sys.argv else sys.argv[1:]
-        command = results.command_line(["tests/bench/bench_plane.py", *argv])
+        command = results.recorded_command("tests/bench/bench_plane.py", sys.argv[1:])
         size = {"jobs": args.jobs, "pods": args.pods, "nodes": count, "dns_names": args.dns_names}
         rec = results.record(BENCHMARK, command, size, {"cases": cases}, args.note)
         print(f"wrote {results.write(rec, args.results)}")

@@ -74,8 +74,7 @@ def main() -> int:
     rows = measure(has_sharding)
     print(f"goal: <= {RESUME_GOAL}x per rank")
     if args.results:
-        argv = sys.argv[1 : sys.argv.index("--note")] if "--note" in sys.argv else sys.argv[1:]
-        command = results.command_line(["tests/bench/bench_resume_memory.py", *argv])
+        command = results.recorded_command("tests/bench/bench_resume_memory.py", sys.argv[1:])
         size = {"jobs": 1, "pods": max(r["ranks"] for r in rows), "shape": "ranks"}
         rec = results.record(
             BENCHMARK, command, size, {"rows": rows}, args.note, code=results.code_of(checkout)

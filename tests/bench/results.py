@@ -20,6 +20,7 @@ import subprocess
 import sys
 from dataclasses import fields
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,15 @@ Record = dict[str, Any]
 def git(*args: str, cwd: Path = REPO) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
     return done.stdout.strip()
+
+
+@cache
+def is_ancestor(older: str, newer: str, repo: Path = REPO) -> bool:
+    """Whether commit `older` is `newer` or one of its ancestors (asked once per pair)."""
+    done = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", older, newer], cwd=repo, capture_output=True
+    )
+    return done.returncode == 0
 
 
 def code_of(checkout: Path = REPO) -> dict[str, Any]:
@@ -142,6 +152,19 @@ def command_line(argv: list[str]) -> str:
     script = Path(argv[0]).resolve()
     shown = script.relative_to(REPO) if script.is_relative_to(REPO) else Path(argv[0])
     return shlex.join([str(shown), *argv[1:]])
+
+
+def recorded_command(script: str, argv: list[str]) -> str:
+    """`script` with its arguments as run, `--note` and its text left out (the note is
+    recorded beside the command)."""
+    kept = argv[: argv.index("--note")] if "--note" in argv else argv
+    return command_line([script, *kept])
+
+
+def table_command(rec: Record) -> str:
+    """The run's command as code in a Markdown table cell."""
+    command = str(rec["command"])
+    return "`" + command.replace("|", "\\|") + "`"
 
 
 # bench_create's printed report (report.py) read back -----------------------------------

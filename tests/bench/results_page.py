@@ -15,7 +15,6 @@ tests/unit/docs/test_docs_benchmarks.py fails when the page differs from what th
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.results import REPO, RESULTS, Record, git, load
+from bench.results import REPO, RESULTS, Record, git, is_ancestor, load, table_command
 from bench.results_plane import bound_section, parts_section
 from bench.results_prose import AT_SCALE, INTRO, OTHERS
 from bench.results_training import memory_section
@@ -38,13 +37,6 @@ MET, NOT_MET, UNMEASURED = "met", "not met", "not measured on today's code"
 def operator_changed_at(repo: Path = REPO) -> str:
     """The last commit that changed operator/."""
     return git("log", "-1", "--format=%H", "--", "operator/", cwd=repo)
-
-
-def is_ancestor(older: str, newer: str, repo: Path = REPO) -> bool:
-    done = subprocess.run(
-        ["git", "merge-base", "--is-ancestor", older, newer], cwd=repo, capture_output=True
-    )
-    return done.returncode == 0
 
 
 def todays_code(rec: Record, changed_at: str) -> bool:
@@ -269,8 +261,7 @@ def short(rec: Record) -> str:
 
 
 def run_row(rec: Record, figure: str, against: str) -> str:
-    command = rec["command"].replace("|", "\\|")
-    return f"| {figure} | {against} | {short(rec)} | {rec['date'][:10]} | `{command}` |"
+    return f"| {figure} | {against} | {short(rec)} | {rec['date'][:10]} | {table_command(rec)} |"
 
 
 def machines(records: list[Record]) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.results import Record
+from bench.results import Record, table_command
 
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "etcd", "kwok-controller")
 BOUND = """### What bounds jobs/s here
@@ -102,11 +102,10 @@ def parts_section(records: list[Record]) -> list[str]:
 
 def _parts_table(rec: Record) -> list[str]:
     size = rec["size"]
-    command = rec["command"].replace("|", "\\|")
     lines = [
         f"{size['jobs']:,} jobs x {size['pods']} pods at once, "
         f"`spec.dnsNames: {size['dns_names']}`, {str(rec['commit'])[:7]}, "
-        f"{rec['date'][:10]}: `{command}`. CPU in ms per job; writes per job.",
+        f"{rec['date'][:10]}: {table_command(rec)}. CPU in ms per job; writes per job.",
         "",
         f"| case | control plane | {' | '.join(PROGRAMS)} | pod writes | endpoint writes |"
         " seconds |",

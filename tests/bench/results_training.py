@@ -4,11 +4,10 @@ at or after the last commit that changed images/trainer/."""
 
 from __future__ import annotations
 
-import subprocess
 from functools import cache
 from pathlib import Path
 
-from bench.results import REPO, Record, git
+from bench.results import REPO, Record, git, is_ancestor, table_command
 
 GOAL = 1.3  # peak rise in resident memory per rank, over the checkpoint's size
 MEMORY = """## Host memory at a resume
@@ -30,9 +29,7 @@ def trainer_changed_at(repo: Path = REPO) -> str:
 
 def _todays(rec: Record, changed_at: str, repo: Path = REPO) -> bool:
     """Whether the run measured the trainer as it is now."""
-    ancestor = ["git", "merge-base", "--is-ancestor", changed_at, rec["commit"]]
-    at_or_after = subprocess.run(ancestor, cwd=repo, capture_output=True).returncode == 0
-    return at_or_after and not rec.get("dirty_trainer")
+    return is_ancestor(changed_at, rec["commit"], repo) and not rec.get("dirty_trainer")
 
 
 def verdict(runs: list[Record], changed_at: str) -> str:
@@ -57,11 +54,10 @@ def memory_section(records: list[Record]) -> list[str]:
     ]
     for rec in reversed(runs):  # newest first
         commit = str(rec["commit"])[:7]
-        command = rec["command"].replace("|", "\\|")
         for row in rec["rows"]:
             ratios = ", ".join(f"{r:.2f}x" for r in row["ratios"])
             lines.append(
                 f"| {row['run']} | {ratios} | {row['checkpoint_mib']} MiB | {commit} "
-                f"| {rec['date'][:10]} | `{command}` |"
+                f"| {rec['date'][:10]} | {table_command(rec)} |"
             )
     return [*lines, ""]

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from cluster.localcluster import LocalCluster
-from support.events import list_events
+from support.events import list_events, wait_event
 from support.jobs import RUN_LONG, JobEnv, condition, job_manifest
 from support.operator_log import assert_calm
 from support.operator_looks import idle
@@ -78,14 +78,7 @@ def test_refused_pods_fail_their_jobs_naming_the_field_and_the_servers_message(
         assert failed["message"].startswith(f'{field}: pods "{name}-')
         assert words in failed["message"]
         assert not jobs.pods(name)
-
-        def forbidden(name: str = name) -> bool:
-            return ("Warning", "PodForbidden") in {
-                (e["type"], e["reason"]) for e in events_of(jobs, name)
-            }
-
-        # The Event is posted after the status write that the wait above saw.
-        wait_for(forbidden, f"{name}: its PodForbidden Warning event")
+        wait_event(jobs.api, jobs.namespace, "PodForbidden", regarding=name, type_="Warning")
     failed = condition(jobs.wait_phase("typo", "Failed"), "Failed")
     assert failed["reason"] == "InvalidPodTemplate"
     assert 'unknown field "spec.hostNetwrok"' in failed["message"]

@@ -17,7 +17,7 @@ from kubernetes import client
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.spec import Job
 from multigpu_operator.plan import plan_job
-from support.events import list_events
+from support.events import wait_event
 from support.jobs import apply, job_manifest, job_phase, job_pods, read_job
 from support.operator_process import OperatorProcess
 from support.waiting import wait_for
@@ -151,16 +151,7 @@ def test_template_conflict_fails_the_job_with_a_message_naming_the_field(
         in (failed["message"])
     )
     assert not job_pods(core, namespace, "clash")
-    # The Event is posted after the status write that the wait above saw.
-    wait_for(
-        lambda: any(
-            e.get("reason") == "InvalidSpec"
-            and e.get("regarding", {}).get("name") == "clash"
-            and e.get("type") == "Warning"
-            for e in list_events(api_client, namespace)
-        ),
-        "the InvalidSpec Warning event",
-    )
+    wait_event(api_client, namespace, "InvalidSpec", regarding="clash", type_="Warning")
 
 
 def test_metrics_report_jobs_by_phase_pod_info_and_latencies(

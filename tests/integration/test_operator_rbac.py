@@ -11,7 +11,7 @@ from kubernetes import client
 
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
-from support.events import list_events
+from support.events import wait_event
 from support.jobs import SIM, apply, job_manifest
 from support.operator_log import reconcile_errors, refusals
 from support.operator_process import OperatorProcess
@@ -70,12 +70,7 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
             return (obj.get("status") or {}).get("phase")
 
         wait_for(lambda: phase() == "Running", "job Running under the operator's own RBAC")
-        wait_for(
-            lambda: any(
-                e.get("reason") == "PodsCreated" for e in list_events(api_client, namespace)
-            ),
-            "a PodsCreated event",
-        )
+        wait_event(api_client, namespace, "PodsCreated")
 
         # A restart (deletes pods), then the TTL (deletes the job) under the same rules.
         failing = job_manifest(
@@ -95,10 +90,7 @@ def test_operator_reconciles_a_job_with_only_its_service_account_permissions(
             return "flaky" not in names
 
         wait_for(gone, "flaky restarted, failed and deleted after its TTL", timeout=60)
-        wait_for(
-            lambda: any(e.get("reason") == "PodFailed" for e in list_events(api_client, namespace)),
-            "a PodFailed event",
-        )
+        wait_event(api_client, namespace, "PodFailed")
         # A request the API server refused (403 Forbidden, or any other) is a reconcile error.
         assert reconcile_errors(operator) == 0, operator.log()
     finally:
