@@ -175,7 +175,10 @@ def folded(
         return before
     step = int(read[gauges.STEP])
     checkpointing = read.get(gauges.CHECKPOINTING, 0.0) >= 1
-    moved = before is None or step != before.step or checkpointing or before.checkpointing
+    # A checkpoint begun or ended is a change; one in progress is not: a checkpoint that
+    # outlasts a read has every process read, so that a rank missing from it is named
+    # (policy/steps/stall.py).
+    moved = before is None or step != before.step or checkpointing != before.checkpointing
     total = int(read.get(gauges.TOTAL_STEPS, 0))
     epoch = read.get(gauges.EPOCH)
     resumed = int(read.get(gauges.RESUMED_STEP, 0))

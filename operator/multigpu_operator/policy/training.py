@@ -62,8 +62,8 @@ class TrainingReport:
     attempt: int  # the attempt whose pods answered (the pods' attempt label)
     step: int
     read_at: datetime  # when replica 0 last answered
-    # When the step last moved or a checkpoint was last being written: the start of a
-    # stall, if there is one.
+    # When the step last moved or a checkpoint began or ended: the start of a stall, if
+    # there is one.
     last_change: datetime
     total_steps: int | None = None
     epoch: int | None = None

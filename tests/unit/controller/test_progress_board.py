@@ -109,7 +109,7 @@ async def test_a_step_standing_still_reads_every_process_naming_the_silent_ones(
     assert (stalled.last_change - stalled.read_at).total_seconds() <= -30
 
 
-async def test_a_checkpoint_being_written_is_a_change() -> None:
+async def test_a_checkpoint_begun_is_a_change_and_a_long_one_has_every_process_read() -> None:
     cluster, processes = FakeCluster(), FakeProcesses()
     async with running_controller(cluster, reader=processes) as controller:
         cluster.add_job("train", ddp_spec(replicas=1))
@@ -123,7 +123,10 @@ async def test_a_checkpoint_being_written_is_a_change() -> None:
         saving = report(controller, "train")
     assert saving.checkpointing
     assert saving.last_change > seen.last_change
-    assert saving.processes == ()  # not standing still: no process is read beyond replica 0
+    # The checkpoint's start, not every read while it lasts; past a read, every process
+    # is read, so that a rank missing from it would be named.
+    assert (saving.read_at - saving.last_change).total_seconds() >= 30
+    assert [(p.rank, p.checkpointing) for p in saving.processes] == [(0, True)]
 
 
 async def test_a_job_that_serves_no_metrics_is_not_read() -> None:

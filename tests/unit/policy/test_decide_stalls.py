@@ -126,6 +126,27 @@ def test_no_stall_while_checkpointing() -> None:
     assert run.status["phase"] == "Running"
 
 
+def test_a_rank_frozen_before_a_checkpoint_stalls_the_others_waiting_in_it() -> None:
+    # Rank 0 wrote the checkpoint and waits at its barrier for rank 1, which stopped just
+    # before the save: the checkpoint is no excuse once rank 1 is not in it.
+    run = ddp(stall={"deadlineSeconds": 60})
+    started(run)
+    reports(run, 40, checkpointing=True)
+    step(run, 30)
+    assert condition(run, "Stalled") is None
+    waiting = (
+        ProcessReport("job-0", 0, 0, 0, "gpu-node-0", True, 40, checkpointing=True),
+        ProcessReport("job-1", 1, 0, 1, "gpu-node-0", False),
+    )
+    reports(run, 40, moved=False, checkpointing=True, processes=waiting, publish=False)
+    step(run, 30)
+    assert condition(run, "Stalled") == ("True", "Stalled")
+    assert run.status["attempt"] == 2
+    assert (
+        "rank 1 (pod job-1, node gpu-node-0) does not answer" in run.condition("Stalled")["message"]
+    )
+
+
 def test_no_stall_during_start_up() -> None:
     # An explicit deadline counts from when the pods all run: pods pending for
     # longer are a start-up (gang, startPolicy), not a stall.

@@ -248,6 +248,12 @@ def gauges_at(step: int, **more: float) -> dict[str, float]:
         ),
         pytest.param(
             report(checkpointing=True),
+            gauges_at(10, **{gauges.CHECKPOINTING: 1}),
+            report(read_at=at(120), last_change=at(90), checkpointing=True),
+            id="a-checkpoint-in-progress-is-not",
+        ),
+        pytest.param(
+            report(checkpointing=True),
             gauges_at(10),
             report(read_at=at(120), last_change=at(120)),
             id="a-checkpoint-just-written-is-a-change",

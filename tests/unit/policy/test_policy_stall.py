@@ -41,6 +41,11 @@ def proc(rank: int, step: int | None = 500, *, answered: bool = True) -> Process
     )
 
 
+def saving(rank: int) -> ProcessReport:
+    """A rank in a checkpoint: writing it or waiting at its barrier."""
+    return replace(proc(rank), checkpointing=True)
+
+
 def stall_of(outcome: Outcome) -> ConditionChange | None:
     return next(
         (
@@ -108,10 +113,31 @@ def test_deadline(
             {"given": report(checkpointing=True), "now": 10**6}, False, (300.0,), id="ckpt"
         ),
         pytest.param(
-            {"given": report(processes=(proc(0), replace(proc(1), checkpointing=True)))},
+            {"given": report(checkpointing=True, processes=(saving(0), saving(1))), "now": 10**6},
             False,
             (300.0,),
-            id="a-rank-checkpointing",
+            id="every-rank-in-a-long-checkpoint",
+        ),
+        pytest.param(
+            {"given": report(processes=(saving(0), proc(1))), "now": 399},
+            False,
+            (1.0,),
+            id="a-rank-missing-from-a-checkpoint-not-yet",
+        ),
+        pytest.param(
+            {"given": report(checkpointing=True, processes=(saving(0), proc(1))), "now": 400},
+            True,
+            (),
+            id="a-rank-missing-from-a-checkpoint",
+        ),
+        pytest.param(
+            {
+                "given": report(checkpointing=True, processes=(saving(0), proc(1, answered=False))),
+                "now": 400,
+            },
+            True,
+            (),
+            id="a-rank-silent-in-a-checkpoint",
         ),
         pytest.param(
             {"given": report(), "pods": [*running(0), pod(1)], "now": 10**6},
@@ -177,6 +203,16 @@ def test_a_pod_started_later_counts_from_its_start() -> None:
             (proc(0, 10), proc(1, 9), proc(2, 10)),
             "lowest step 9: rank 1 (pod job-1, node n1)",
             id="lowest-step",
+        ),
+        pytest.param(
+            (saving(0), proc(1), saving(2)),
+            "rank 1 (pod job-1, node n1) does not reach the checkpoint the others wait in",
+            id="missing-from-a-checkpoint",
+        ),
+        pytest.param(
+            (saving(0), proc(1, answered=False)),
+            "rank 1 (pod job-1, node n1) does not answer",
+            id="silent-in-a-checkpoint",
         ),
         pytest.param(
             tuple(proc(r, 4) for r in range(10)),

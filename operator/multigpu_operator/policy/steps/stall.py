@@ -5,10 +5,14 @@ stopped and acts.
 
 The deadline: deadlineSeconds when set (0: off); unset, automatic: on once the job has
 reported progress, max(10 x the median step time, 300 s). The step counts as standing
-still from the later of when it last moved (a checkpoint being written counts as
+still from the later of when it last moved (a checkpoint begun or ended counts as
 moving) and when the attempt's pods last all started running, so start-up, a restart
-and an Elastic pod replaced are never a stall. A job with a set deadline that reports
-nothing is stalled once that long has passed since its pods all ran.
+and an Elastic pod replaced are never a stall. A checkpoint that every rank is in
+(writing it or waiting at its barrier) is not a stall however long it takes; one that a
+rank does not answer from or is not in while the others wait for it is (a rank frozen
+or hung just before a save leaves the others at the checkpoint barrier). A job with a
+set deadline that reports nothing is stalled once that long has passed since its pods
+all ran.
 
 Stalled: condition Stalled True naming the ranks (those whose processes did not answer,
 else those at the lowest step) and a Warning Event, then the action: Notify does
@@ -115,7 +119,11 @@ def _all_running(seen: Observed, progress: Progress) -> bool:
 
 
 def _checkpointing(report: TrainingReport) -> bool:
-    return report.checkpointing or any(p.checkpointing for p in report.processes)
+    """A checkpoint is being written and every rank read is in it (none are read while
+    it is younger than a read: progress_reads.reads_everyone)."""
+    if not (report.checkpointing or any(p.checkpointing for p in report.processes)):
+        return False
+    return all(p.answered and p.checkpointing for p in report.processes)
 
 
 def _recovered(seen: Observed, report: TrainingReport | None) -> tuple[ConditionChange, ...]:

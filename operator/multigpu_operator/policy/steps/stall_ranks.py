@@ -1,6 +1,6 @@
 """Which ranks stopped, for a stall's message (pure): the processes whose metrics
-endpoint did not answer (frozen or dead), else the ones at the lowest step (the rank a
-collective waits for)."""
+endpoint did not answer (frozen or dead), else the ones not in a checkpoint the others
+wait in, else the ones at the lowest step (the rank a collective waits for)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ def stopped(report: TrainingReport | None) -> tuple[ProcessReport, ...]:
     silent = tuple(p for p in processes if not p.answered)
     if silent:
         return silent
+    if any(p.checkpointing for p in processes):
+        missing = tuple(p for p in processes if not p.checkpointing)
+        if missing:
+            return missing
     steps = [p.step for p in processes if p.step is not None]
     if not steps:
         return ()
@@ -26,14 +30,16 @@ def stopped(report: TrainingReport | None) -> tuple[ProcessReport, ...]:
 def describe(report: TrainingReport | None) -> str:
     """E.g. "rank 3 (pod j-worker-1, node n2) did not answer"; "" when none is known."""
     named = stopped(report)
-    if not named:
+    if not named or report is None:
         return ""
     shown = ", ".join(_one(p) for p in named[:MAX_NAMED])
     if len(named) > MAX_NAMED:
         shown += f" and {len(named) - MAX_NAMED} more"
+    verb = "does" if len(named) == 1 else "do"
     if not named[0].answered:
-        verb = "does" if len(named) == 1 else "do"
         return f"{shown} {verb} not answer"
+    if any(p.checkpointing for p in report.processes):
+        return f"{shown} {verb} not reach the checkpoint the others wait in"
     return f"lowest step {named[0].step}: {shown}"
 
 
