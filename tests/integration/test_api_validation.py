@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 
 from cluster.localcluster import LocalCluster
 from multigpu_operator.api.limits import MAX_GPUS_PER_REPLICA, MAX_JOB_SECONDS, MAX_REPLICAS
+from multigpu_operator.api.placement import MSG_PLACEMENT_RANK_ORDER
 from multigpu_operator.api.rules import (
     MSG_DATA_PARALLEL_REPLICAS,
     MSG_ELASTIC_LAUNCHER,
@@ -223,6 +224,12 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         ddp(gpuResource="nvidia.com/mig-1g.10gb", gpusPerReplica=2),
         "job",
         f"spec.gpusPerReplica: Invalid value: {MSG_MIG_ONE_SLICE}",
+    ),
+    (
+        "placement-rank-order-the-level",
+        ddp(placement={"topologyKey": "example.com/block", "rankOrder": ["example.com/block"]}),
+        "job",
+        f"spec.placement.rankOrder: Invalid value: {MSG_PLACEMENT_RANK_ORDER}",
     ),
 ]
 

@@ -10,6 +10,7 @@ reproduces it from the status and what it observes. docs/placement.md has the ex
 from __future__ import annotations
 
 import enum
+from typing import Annotated
 
 from pydantic import Field
 
@@ -25,7 +26,14 @@ LABEL_KEY = (
 # exclusively (the operator's other jobs read them to see what is taken:
 # policy/placement/occupancy.py).
 LABEL_DOMAIN = "multigpu.dev/topology-domain"
+# On a pod given a node in rank order: that node's kubernetes.io/hostname (a label value
+# already), so that other jobs' choices count the pod there before it is scheduled.
+LABEL_HOST = "multigpu.dev/topology-host"
 LABEL_EXCLUSIVE = "multigpu.dev/topology-exclusive"
+# The finer levels spec.placement.rankOrder may name.
+MAX_RANK_LEVELS = 4
+# The node level, by which each pod is given its node (policy/placement/hosts.py).
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 # The domains status.placement keeps: those of the choice, and those tried before.
 MAX_DOMAINS_KEPT = 32
 # Names of well-known levels in messages ("needs 32 nvidia.com/gpu in one rack").
@@ -34,6 +42,11 @@ _LEVEL_NAMES = {
     "topology.kubernetes.io/zone": "zone",
     "nvidia.com/gpu.clique": "NVLink clique",
 }
+
+
+# A node label key as a field holds it (bounded, so that the API server can cost its
+# CEL rules).
+LabelKey = Annotated[str, Field(min_length=1, max_length=317)]
 
 
 class PlacementPolicy(enum.StrEnum):
@@ -65,6 +78,21 @@ class Placement(ApiModel):
             "hold now waits, and one that no domain could ever hold is told so at once "
             "(reason NoDomainFits). Preferred: one domain when one holds the job now, else "
             "the fewest domains that do."
+        ),
+    )
+    rank_order: list[LabelKey] | None = Field(
+        None,
+        max_length=MAX_RANK_LEVELS,
+        description=(
+            "Finer levels inside the domain, coarsest first: node label keys such as a rack "
+            "label under a block level. The pods of a domain fill the fewest domains of each "
+            "of these levels in turn, then the fewest nodes, and the replica indexes (ranks) "
+            "follow that order, so that neighbouring ranks share a node, then the finest of "
+            "these levels, and so on; each pod asks for its node (a preferred node "
+            "affinity: a node taken meanwhile leaves the pod to the scheduler inside its "
+            "domain). Unset: nodes only. "
+            "Elastic jobs get their ranks from torchrun's rendezvous, and a job Kueue "
+            "places follows Kueue's Topology, so neither reads it."
         ),
     )
     exclusive: bool = Field(
@@ -120,6 +148,11 @@ MSG_PLACEMENT_KEY = (
     "and '/', then letters, digits, '-', '_' or '.', at most 63), e.g. "
     "topology.kubernetes.io/zone or nvidia.com/gpu.clique"
 )
+MSG_PLACEMENT_RANK_ORDER = (
+    "spec.placement.rankOrder must list node label keys (as topologyKey), each once, finer "
+    "than spec.placement.topologyKey and not it, coarsest first, e.g. "
+    "[topology.example.com/rack] under a block level"
+)
 MSG_PLACEMENT_EXCLUSIVE = (
     "spec.placement.exclusive needs spec.placement.policy Required: a job that may spread "
     "over several domains cannot keep each of them to itself"
@@ -137,6 +170,16 @@ PLACEMENT_RULES: tuple[Rule, ...] = (
         cel=f"!has(self.placement) || self.placement.topologyKey.matches('{_LABEL_KEY_CEL}')",
         message=MSG_PLACEMENT_KEY,
         field_path=".placement.topologyKey",
+    ),
+    Rule(
+        cel=(
+            "!has(self.placement) || !has(self.placement.rankOrder) || "
+            f"(self.placement.rankOrder.all(k, k.matches('{_LABEL_KEY_CEL}') && "
+            "k != self.placement.topologyKey) && "
+            "self.placement.rankOrder.all(k, self.placement.rankOrder.exists_one(o, o == k)))"
+        ),
+        message=MSG_PLACEMENT_RANK_ORDER,
+        field_path=".placement.rankOrder",
     ),
     Rule(
         cel=(

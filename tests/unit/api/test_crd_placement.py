@@ -11,6 +11,7 @@ import pytest
 from multigpu_operator.api.placement import (
     MSG_PLACEMENT_EXCLUSIVE,
     MSG_PLACEMENT_KEY,
+    MSG_PLACEMENT_RANK_ORDER,
     PLACEMENT_RULES,
     Placement,
     PlacementPolicy,
@@ -27,6 +28,11 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("gke-block", {"topologyKey": "cloud.google.com/gce-topology-block"}),
     ("aws-layer", {"topologyKey": "topology.k8s.aws/network-node-layer-3"}),
     ("no-prefix", {"topologyKey": "rack"}),
+    ("rank-order", {"topologyKey": "example.com/block", "rankOrder": ["example.com/rack"]}),
+    (
+        "rank-order-two",
+        {"topologyKey": "zone", "rankOrder": ["example.com/block", "example.com/rack"]},
+    ),
 ]
 
 
@@ -44,7 +50,7 @@ def test_defaults() -> None:
 
 
 def test_explained() -> None:
-    for field in ("topologyKey", "policy", "exclusive"):
+    for field in ("topologyKey", "policy", "rankOrder", "exclusive"):
         assert prop(f"placement.{field}")["description"]
     assert prop("placement")["description"].startswith("Where the job's pods run")
 
@@ -71,6 +77,34 @@ INVALID: list[Refused] = [
         "j",
         f"{FIELD}.exclusive",
         MSG_PLACEMENT_EXCLUSIVE,
+    ),
+    (
+        "rank-order-not-a-key",
+        spec(placement={"topologyKey": "block", "rankOrder": ["my rack"]}),
+        "j",
+        f"{FIELD}.rankOrder",
+        MSG_PLACEMENT_RANK_ORDER,
+    ),
+    (
+        "rank-order-the-level",
+        spec(placement={"topologyKey": "block", "rankOrder": ["rack", "block"]}),
+        "j",
+        f"{FIELD}.rankOrder",
+        MSG_PLACEMENT_RANK_ORDER,
+    ),
+    (
+        "rank-order-twice",
+        spec(placement={"topologyKey": "block", "rankOrder": ["rack", "rack"]}),
+        "j",
+        f"{FIELD}.rankOrder",
+        MSG_PLACEMENT_RANK_ORDER,
+    ),
+    (
+        "rank-order-too-long",
+        spec(placement={"topologyKey": "zone", "rankOrder": ["a", "b", "c", "d", "e"]}),
+        "j",
+        f"{FIELD}.rankOrder",
+        "is too long",
     ),
     ("key-missing", spec(placement={}), "j", f"{FIELD}.topologyKey", "required"),
     (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from multigpu_operator.api.placement import LABEL_HOST
 from multigpu_operator.api.status import ConditionType
 from multigpu_operator.policy.kube.conditions import Event
 from multigpu_operator.policy.placement.occupancy import Occupancy
@@ -211,3 +212,63 @@ def test_an_elastic_job_grows_inside_its_rack_and_says_when_it_must_wait() -> No
         "pods placed in rack r1 (3 pods): rack r1 has room for 1 more pods now; "
         "1 wait there (Required)"
     )
+
+
+def with_hosts(nodes: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    """`nodes` labelled kubernetes.io/hostname as kubelets label them."""
+    out = []
+    for n in nodes:
+        labelled = {**n, "metadata": {**n["metadata"], "labels": dict(n["metadata"]["labels"])}}
+        labelled["metadata"]["labels"]["kubernetes.io/hostname"] = n["metadata"]["name"]
+        out.append(labelled)
+    return tuple(out)
+
+
+def test_each_pod_pinned_to_its_node_in_rank_order() -> None:
+    # r2's b1 is taken: the 3 pods go to r2's other nodes, replica i to the i-th by name.
+    taken = Occupancy(used={"b1": {"nvidia.com/gpu": Decimal(8)}})
+    decision = decide(inputs(placed_job(3), nodes=with_hosts(NODES), occupancy=taken))
+    assert [pinned_to(p) for p in decision.create_pods] == ["r2"] * 3
+    assert [asked_for(p) for p in decision.create_pods] == ["b0", "b2", "b3"]
+    assert [p["metadata"]["labels"][LABEL_HOST] for p in decision.create_pods] == ["b0", "b2", "b3"]
+
+
+def asked_for(created: dict[str, Any]) -> str | None:
+    """The node a pod prefers (a preferred node affinity on kubernetes.io/hostname)."""
+    node = created["spec"]["affinity"]["nodeAffinity"]
+    for term in node.get("preferredDuringSchedulingIgnoredDuringExecution") or []:
+        for e in term["preference"]["matchExpressions"]:
+            if e["key"] == "kubernetes.io/hostname":
+                assert term["weight"] == 100
+                return str(e["values"][0])
+    return None
+
+
+def test_an_elastic_job_is_pinned_to_its_domain_only() -> None:
+    # torchrun's rendezvous gives an Elastic job's ranks: no node order to keep.
+    elastic = job(
+        "Elastic",
+        replicas=2,
+        gpusPerReplica=8,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+        placement={"topologyKey": RACK},
+    )
+    decision = decide(inputs(elastic, nodes=with_hosts(NODES)))
+    assert [pinned_to(p) for p in decision.create_pods] == ["r1", "r1"]
+    assert [asked_for(p) for p in decision.create_pods] == [None, None]
+
+
+def test_a_new_attempts_pods_given_nodes_are_created_together() -> None:
+    # Attempt 2 of a job in r2: replica 1 of attempt 1 is still being deleted, so
+    # replica 0's name is free and replica 1's is not: nothing is created until both are.
+    previous = {
+        "attempt": 2,
+        "createdAttempt": 1,
+        "placement": {"topologyKey": RACK, "domains": [{"name": "r2", "pods": 2}]},
+    }
+    leaving = [pod(1, "Running", attempt=1, node="b1", deleting=True)]
+    nodes = with_hosts(NODES)
+    waiting = decide(inputs(placed_job(2), leaving, previous=previous, nodes=nodes))
+    assert waiting.create_pods == ()
+    created = decide(inputs(placed_job(2), [], previous=previous, nodes=nodes))
+    assert [asked_for(p) for p in created.create_pods] == ["b0", "b1"]

@@ -17,7 +17,7 @@ An elastic job that grows keeps its domains and adds pods to the last while it h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -130,16 +130,21 @@ def _room(exclusive: bool) -> Callable[[Domain], int]:
 def _fewest(
     domains: Sequence[Domain], pods: int, size: Callable[[Domain], int]
 ) -> tuple[Assignment, int]:
-    """The fewest domains holding `pods` by `size`: the largest first, the last the
-    tightest that holds the rest; and how many pods they leave without room."""
+    return fewest({d.name: size(d) for d in domains}, pods)
+
+
+def fewest(rooms: Mapping[str, int], pods: int) -> tuple[Assignment, int]:
+    """The fewest of the named rooms holding `pods`: the largest first, the last the
+    tightest that holds the rest (ties by name); and how many pods they leave without
+    room."""
     chosen: list[tuple[str, int]] = []
     left = pods
-    pool = sorted((d for d in domains if size(d) > 0), key=lambda d: (-size(d), d.name))
+    pool = sorted((n for n, size in rooms.items() if size > 0), key=lambda n: (-rooms[n], n))
     while left and pool:
-        holds = [d for d in pool if size(d) >= left]
-        pick = min(holds, key=lambda d: (size(d), d.name)) if holds else pool[0]
-        take = min(size(pick), left)
-        chosen.append((pick.name, take))
+        holds = [n for n in pool if rooms[n] >= left]
+        pick = min(holds, key=lambda n: (rooms[n], n)) if holds else pool[0]
+        take = min(rooms[pick], left)
+        chosen.append((pick, take))
         left -= take
         pool.remove(pick)
     return tuple(chosen), left

@@ -42,7 +42,7 @@ def domains_of(
     """The domains of level `key` that `pod` (one of the job's alike pods) may use, by
     name; nodes without the label, the pod may not use, or `avoided`, are left out."""
     occupancy = occupancy or Occupancy()
-    requests = {r: q for r, q in pod_requests(pod.get("spec") or {}).items() if q > 0}
+    requests = job_requests(pod)
     per_pod = requests.get(resource, Decimal(0))
     grouped: dict[str, list[Node]] = {}
     for node in usable_nodes(pod, nodes):
@@ -58,9 +58,7 @@ def domains_of(
             room = allocatable(node)
             total += room.get(resource, Decimal(0))
             ever += _copies(room, requests)
-            used = occupancy.used.get(node["metadata"]["name"], {})
-            free = {r: q - used.get(r, Decimal(0)) for r, q in room.items()}
-            now += _copies(free, requests)
+            now += room_now(node, requests, occupancy)
         waiting = occupancy.pinned.get(name, Decimal(0))
         if waiting and per_pod:
             now = max(now - int(-(-waiting // per_pod)), 0)  # their pods, rounded up
@@ -69,6 +67,21 @@ def domains_of(
         held = name in occupancy.exclusive
         out.append(Domain(name, ever, now, total, name in occupancy.busy, held))
     return out
+
+
+def room_now(
+    node: Node, requests: Mapping[str, Decimal], occupancy: Occupancy, *, own: bool = True
+) -> int:
+    """The pods asking for `requests` that `node` holds now, as far as the operator knows
+    (with the job's own pods there counted when `own`)."""
+    used = occupancy.held(node, own=own)
+    free = {r: q - used.get(r, Decimal(0)) for r, q in allocatable(node).items()}
+    return _copies(free, requests)
+
+
+def job_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What one of the job's alike pods asks for (the resources it asks any of)."""
+    return {r: q for r, q in pod_requests(pod.get("spec") or {}).items() if q > 0}
 
 
 def _copies(room: Mapping[str, Decimal], requests: Mapping[str, Decimal]) -> int:

@@ -4,8 +4,10 @@ domain choice (domains.py).
 Read from the pod informer's pods of every job (trimmed: our labels, the resources, the
 node): a scheduled pod that has not finished holds its requests on its node; a pod pinned
 to a domain (label LABEL_DOMAIN) that is not scheduled yet holds its GPUs in that domain;
-a pod with LABEL_EXCLUSIVE keeps its domain to its job; a pinned pod the scheduler turned
-away says its domain is full now. Other workloads' pods come as what they hold by node
+a pod given a node (label LABEL_HOST: hosts.py; nodeSelector kubernetes.io/hostname:
+Kueue's topology assignment) and not scheduled yet holds its requests on that node; a pod with
+LABEL_EXCLUSIVE keeps its domain to its job; a pinned pod the scheduler turned away says
+its domain is full now. Other workloads' pods come as what they hold by node
 (`foreign`, cluster/foreign_pods.py: bound and not finished), added to the same count.
 """
 
@@ -16,7 +18,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from multigpu_operator.api.placement import LABEL_DOMAIN, LABEL_EXCLUSIVE
+from multigpu_operator.api.placement import (
+    HOSTNAME_LABEL,
+    LABEL_DOMAIN,
+    LABEL_EXCLUSIVE,
+    LABEL_HOST,
+)
 from multigpu_operator.policy.kube.fit import pod_requests
 
 _FINISHED = ("Succeeded", "Failed")
@@ -34,6 +41,29 @@ class Occupancy:
     # Domains where the scheduler turned another job's pod away: full now, whatever the
     # operator's count says (other workloads' pods it cannot read, a pod bound since).
     full: frozenset[str] = frozenset()
+    # hostname label -> resource -> what pods given that node and not scheduled yet hold
+    # there (their domain's `pinned` leaves them out)
+    on_host: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    # What the job's own pods hold of the above, by node name or hostname label: the
+    # nodes its pods are given in rank order leave them out (hosts.py), so that pods
+    # created over several passes (names freed one by one) get the same order.
+    own: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+
+    def held(self, node: Mapping[str, Any], *, own: bool = True) -> Mapping[str, Decimal]:
+        """What the pods bound or given to `node` hold there; without the job's own
+        pods when `own` is False."""
+        meta = node["metadata"]
+        host = (meta.get("labels") or {}).get(HOSTNAME_LABEL)
+        keys = [meta["name"]] if host is None else [meta["name"], host]
+        total: dict[str, Decimal] = {}
+        for part in (self.used.get(keys[0], {}), *(self.on_host.get(k, {}) for k in keys[1:])):
+            for r, q in part.items():
+                total[r] = total.get(r, Decimal(0)) + q
+        if not own:
+            for key in keys:
+                for r, q in self.own.get(key, {}).items():
+                    total[r] = total.get(r, Decimal(0)) - q
+        return total
 
 
 def occupancy(
@@ -51,6 +81,8 @@ def occupancy(
     busy: set[str] = set()
     exclusive: set[str] = set()
     full: set[str] = set()
+    on_host: dict[str, dict[str, Decimal]] = {}
+    mine: dict[str, dict[str, Decimal]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         own = any(ref.get("uid") == own_uid for ref in meta.get("ownerReferences") or ())
@@ -65,16 +97,25 @@ def occupancy(
         spec = pod.get("spec") or {}
         requests = pod_requests(spec)
         node = spec.get("nodeName")
-        if node:
-            held = used.setdefault(node, {})
+        host = labels.get(LABEL_HOST) or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
+        if node or host:
+            where = str(node or host)
+            held = used.setdefault(where, {}) if node else on_host.setdefault(where, {})
+            owned = mine.setdefault(where, {}) if own else {}
             for resource, amount in requests.items():
                 held[resource] = held.get(resource, Decimal(0)) + amount
+                if own:
+                    owned[resource] = owned.get(resource, Decimal(0)) + amount
+            if not node and domain and not own and _turned_away(pod):
+                full.add(domain)
         elif domain:
             gpus = sum((q for r, q in requests.items() if "/" in r), Decimal(0))
             pinned[domain] = pinned.get(domain, Decimal(0)) + gpus
             if not own and _turned_away(pod):
                 full.add(domain)
-    return Occupancy(used, pinned, frozenset(busy), frozenset(exclusive), frozenset(full))
+    return Occupancy(
+        used, pinned, frozenset(busy), frozenset(exclusive), frozenset(full), on_host, mine
+    )
 
 
 def _turned_away(pod: Mapping[str, Any]) -> bool:

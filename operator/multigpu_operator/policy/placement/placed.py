@@ -7,37 +7,42 @@ nothing. A recorded choice stands while its domains could still hold their pods;
 elastic job's change of size keeps its domains (choice.grown).
 
 A pod is pinned with a required node affinity `<topologyKey> In [<domain>]` added to
-every term of the template's own required node affinity (terms are ORed), and labelled
-with its domain (LABEL_DOMAIN, read back by other jobs' choices: occupancy.py). An
-exclusive job's pods also carry a required pod anti-affinity against other jobs' pods
-over the level, which the scheduler applies both ways.
+every term of the template's own required node affinity (terms are ORed), asks for its
+node in rank order where its domain holds the job now (hosts.py: a preferred node
+affinity and the label LABEL_HOST), and is labelled with its domain (LABEL_DOMAIN, read
+back by other jobs' choices: occupancy.py). An exclusive job's pods also carry a required
+pod anti-affinity against other jobs' pods over the level, which the scheduler applies
+both ways.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from multigpu_operator.api.kueue_topology import TopologyAssignment
 from multigpu_operator.api.names import LABEL_JOB_NAME
 from multigpu_operator.api.placement import (
+    HOSTNAME_LABEL,
     LABEL_DOMAIN,
     LABEL_EXCLUSIVE,
+    LABEL_HOST,
     DomainPods,
     Placement,
     PlacementStatus,
     level_name,
 )
 from multigpu_operator.api.pod_labels import replica_index
-from multigpu_operator.api.spec import Job
+from multigpu_operator.api.spec import Job, Mode
 from multigpu_operator.api.status import JobStatus
 from multigpu_operator.plan import DesiredState
 from multigpu_operator.policy.kube.fit import pod_requests
 from multigpu_operator.policy.placement.choice import Assignment, Choice, choose, grown
 from multigpu_operator.policy.placement.domains import Domain, domains_of
+from multigpu_operator.policy.placement.hosts import hosts
 from multigpu_operator.policy.placement.occupancy import Occupancy
 
 
@@ -49,6 +54,9 @@ class Placed:
     changed: bool
     # Domains other than the chosen ones that hold the job now and were not tried.
     alternatives: tuple[str, ...] = ()
+    # The node (hostname label) of each replica index, in rank order (hosts.py); None
+    # or missing: left to the scheduler inside its domain.
+    hosts: tuple[str | None, ...] = ()
 
     def domain_of(self, index: int) -> str | None:
         """The domain of replica `index` (ranks in the order of the domains)."""
@@ -83,8 +91,10 @@ class Placed:
         return PlacementStatus(topology_key=self.placement.topology_key, tried=tried[-32:])
 
     def pin(self, pod: Mapping[str, Any], job_name: str) -> dict[str, Any]:
-        """`pod` pinned to its domain (a copy); a pod of no domain is left as it is."""
-        domain = self.domain_of(replica_index(pod))
+        """`pod` pinned to its domain, asking for its node when it has one (a copy); a
+        pod of no domain is left as it is."""
+        index = replica_index(pod)
+        domain = self.domain_of(index)
         if domain is None:
             return dict(pod)
         key = self.placement.topology_key
@@ -101,6 +111,12 @@ class Placed:
             {**t, "matchExpressions": [*(t.get("matchExpressions") or []), expression]}
             for t in terms
         ]
+        host = self.hosts[index] if index < len(self.hosts) else None
+        if host is not None:
+            labels[LABEL_HOST] = host
+            prefer = {"key": HOSTNAME_LABEL, "operator": "In", "values": [host]}
+            preferred = node.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+            preferred.append({"weight": 100, "preference": {"matchExpressions": [prefer]}})
         if self.placement.exclusive:
             labels[LABEL_EXCLUSIVE] = "true"
             others = {
@@ -161,7 +177,12 @@ def placed(
         and d.name not in chosen
         and d.name not in tried
     )
-    return Placed(placement, choice, choice.domains != assigned, alternatives)
+    where = Placed(placement, choice, choice.domains != assigned, alternatives)
+    if job.spec.mode is Mode.ELASTIC or not choice.domains:
+        return where
+    avoid = tuple(avoided)
+    pinned = hosts(pod, nodes, placement, choice.domains, occupancy or Occupancy(), avoid)
+    return replace(where, hosts=pinned)
 
 
 def admitted(
