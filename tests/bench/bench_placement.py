@@ -13,8 +13,9 @@ pods x 8 GPUs, one every `--interval` seconds, each pod running `--run-seconds`,
 times, each in a fresh namespace with its own operator, once the previous run's pods are
 gone: placement off, Required and Preferred at the rack level. It prints, per run: the
 mean number of racks a multi-pod job's pods ran in (goal: 1.0 Required, <= 1.1 Preferred),
-and the time from a job's submission to all its pods Running (mean and p90, and the mean
-against placement off: goal within 1.2x while capacity exists).
+the time from a job's submission to all its pods Running (mean and p90, and the mean
+against placement off: goal within 1.2x while capacity exists), and of the jobs whose pods
+asked for nodes in rank order (policy/placement/hosts.py), how many ran on exactly them.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cluster.localcluster import TEST_NAME, LocalCluster
 from cluster.node_manifests import GPU_RESOURCE, gpu_node
 from cluster.tools import build_tools
+from multigpu_operator.api.placement import LABEL_HOST
 from multigpu_operator.api.spec import GROUP, PLURAL, VERSION
 from support.jobs import SIM, job_manifest
 from support.operator_process import OperatorProcess
@@ -55,6 +57,8 @@ class Run:
     submitted: dict[str, float] = field(default_factory=dict)
     running: dict[str, float] = field(default_factory=dict)
     racks: dict[str, int] = field(default_factory=dict)
+    # Jobs whose pods asked for nodes in rank order, and whether they ran on them.
+    followed: dict[str, bool] = field(default_factory=dict)
 
     def waits(self) -> list[float]:
         return [self.running[j] - t for j, t in self.submitted.items() if j in self.running]
@@ -175,6 +179,9 @@ class Bench:
             if len(ran) == sizes[job]:
                 result.running[job] = now
                 result.racks[job] = len({self.rack_of[p.spec.node_name] for p in ran})
+                asked = [(p.metadata.labels or {}).get(LABEL_HOST) for p in ran]
+                if all(asked):
+                    result.followed[job] = asked == [p.spec.node_name for p in ran]
 
 
 def report(runs: list[Run], stream: list[int]) -> None:
@@ -184,16 +191,20 @@ def report(runs: list[Run], stream: list[int]) -> None:
         f"\n{len(stream)} jobs of 1-4 pods x 8 GPUs ({len(multi)} multi-pod), "
         f"{BLOCKS} blocks x {RACKS} racks x {NODES} nodes x 8 GPUs"
     )
-    print("placement    ran  racks/multi-pod job  submit->running mean  p90     vs off")
+    print(
+        "placement    ran  racks/multi-pod job  submit->running mean  p90     vs off"
+        "  on the nodes asked for"
+    )
     for run in runs:
         racks = [n for j, n in run.racks.items() if j in multi]
         waits = sorted(run.waits())
         mean = statistics.mean(waits) if waits else float("nan")
         p90 = waits[int(0.9 * (len(waits) - 1))] if waits else float("nan")
         mean_racks = statistics.mean(racks) if racks else float("nan")
+        asked = f"{sum(run.followed.values())} of {len(run.followed)}" if run.followed else "-"
         print(
             f"{run.mode:<12} {len(run.running):>3}  {mean_racks:>19.2f}  "
-            f"{mean:>18.1f} s {p90:>5.1f} s  {mean / base:>5.2f}x"
+            f"{mean:>18.1f} s {p90:>5.1f} s  {mean / base:>5.2f}x  {asked:>22}"
         )
     for run in runs:  # where a mean above the p90 comes from
         slowest = sorted(run.submitted, key=lambda j: -(run.running.get(j, 1e9) - run.submitted[j]))

@@ -214,3 +214,18 @@ def test_the_jobs_own_pods_do_not_move_the_order() -> None:
     ]
     held = occupancy(mine, own_uid="mine")
     assert hosts(pod(8), RACK_A, BY_RACK, (("b0r0", 3),), held) == ("h-a0", "h-a1", "h-a2")
+
+
+def test_equal_nodes_are_ordered_for_each_job_by_its_uid() -> None:
+    # A rack of six free nodes and jobs of two pods: each job's pair follows a hash of its
+    # uid, so jobs decided at the same moment mostly ask for different nodes; each pair
+    # is in name order, and the same uid always gets the same pair.
+    rack = [node(f"a{i}", "b0r0") for i in range(6)]
+    pairs = {
+        uid: hosts(pod(8), rack, BY_RACK, (("b0r0", 2),), Occupancy(), salt=uid)
+        for uid in ("job-a", "job-b", "job-c", "job-d")
+    }
+    assert all(list(pair) == sorted(pair) and len(set(pair)) == 2 for pair in pairs.values())
+    assert len(set(pairs.values())) > 1
+    assert hosts(pod(8), rack, BY_RACK, (("b0r0", 2),), Occupancy(), salt="job-a") == pairs["job-a"]
+    assert hosts(pod(8), rack, BY_RACK, (("b0r0", 2),), Occupancy()) == ("h-a0", "h-a1")

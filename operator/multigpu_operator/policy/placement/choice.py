@@ -133,16 +133,18 @@ def _fewest(
     return fewest({d.name: size(d) for d in domains}, pods)
 
 
-def fewest(rooms: Mapping[str, int], pods: int) -> tuple[Assignment, int]:
+def fewest(
+    rooms: Mapping[str, int], pods: int, tie: Callable[[str], str] = str
+) -> tuple[Assignment, int]:
     """The fewest of the named rooms holding `pods`: the largest first, the last the
-    tightest that holds the rest (ties by name); and how many pods they leave without
-    room."""
+    tightest that holds the rest (ties by `tie` of the name, the name itself unless
+    given); and how many pods they leave without room."""
     chosen: list[tuple[str, int]] = []
     left = pods
-    pool = sorted((n for n, size in rooms.items() if size > 0), key=lambda n: (-rooms[n], n))
+    pool = sorted((n for n, size in rooms.items() if size > 0), key=lambda n: (-rooms[n], tie(n)))
     while left and pool:
         holds = [n for n in pool if rooms[n] >= left]
-        pick = min(holds, key=lambda n: (rooms[n], n)) if holds else pool[0]
+        pick = min(holds, key=lambda n: (rooms[n], tie(n))) if holds else pool[0]
         take = min(rooms[pick], left)
         chosen.append((pick, take))
         left -= take

@@ -5,7 +5,8 @@ spec.placement.rankOrder lists, coarsest first, then the fewest nodes (the large
 first, the last the tightest that holds the rest, as the domain choice does), and the
 replica indexes follow that order, each level's domains by name: neighbouring ranks
 share a node, then the finest level, and so on, the order NCCL's rings and trees
-benefit from.
+benefit from. Equal nodes are ordered by a hash of the job's uid and their name, so that
+jobs decided at the same moment ask for different ones where the domain has room to spare.
 
 Each pod asks for its node with a preferred node affinity (weight 100: the scheduler's
 node-affinity score outweighs its others) and the label LABEL_HOST, by which other jobs'
@@ -23,7 +24,8 @@ Elastic jobs, whose ranks torchrun's rendezvous gives.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +53,11 @@ def hosts(
     assigned: Assignment,
     occupancy: Occupancy,
     avoided: Sequence[str] = (),
+    salt: str | None = None,
 ) -> tuple[str | None, ...]:
     """The node (its hostname label) of each replica index of a job whose domains are
-    `assigned`; None for a pod left to the scheduler inside its domain."""
+    `assigned`; None for a pod left to the scheduler inside its domain. `salt` (the job's
+    uid) breaks ties between equal nodes differently for each job (else by name)."""
     requests = job_requests(pod)
     key = placement.topology_key
     by_domain: dict[str, list[Member]] = {}
@@ -66,23 +70,36 @@ def hosts(
             by_domain.setdefault(str(labels[key]), []).append(Member(labels, room))
     out: list[str | None] = []
     for domain, pods in assigned:
-        filled = _fill(by_domain.get(domain, []), pods, tuple(placement.rank_order or ()))
+        levels = tuple(placement.rank_order or ())
+        filled = _fill(by_domain.get(domain, []), pods, levels, _tie(salt))
         out += filled if len(filled) == pods else [None] * pods
     return tuple(out)
 
 
-def _fill(members: Sequence[Member], pods: int, levels: tuple[str, ...]) -> list[str | None]:
+def _tie(salt: str | None) -> Callable[[str], str]:
+    """How equal nodes are ordered: by name, or by a hash of the job's salt and the name.
+    Jobs decided at the same moment see the same free nodes; ordered alike, they would
+    all ask for the same ones."""
+    if salt is None:
+        return str
+    return lambda name: hashlib.sha256(f"{salt}/{name}".encode()).hexdigest()
+
+
+def _fill(
+    members: Sequence[Member], pods: int, levels: tuple[str, ...], tie: Callable[[str], str]
+) -> list[str | None]:
     """The hostnames of `pods` pods in rank order over `members`: the fewest domains of
-    `levels[0]` (then of the rest), then the fewest nodes; [] when they hold fewer."""
+    `levels[0]` (then of the rest), then the fewest nodes (equal ones by `tie`); [] when
+    they hold fewer."""
     key = levels[0] if levels else HOSTNAME_LABEL
     groups: dict[str, list[Member]] = {}
     for member in members:
         groups.setdefault(str(member.labels.get(key, "")), []).append(member)
     rooms = {name: sum(m.room for m in group) for name, group in groups.items()}
-    chosen, left = fewest(rooms, pods)
+    chosen, left = fewest(rooms, pods, tie if not levels else str)
     if left:
         return []
     out: list[str | None] = []
     for name, n in sorted(chosen):
-        out += _fill(groups[name], n, levels[1:]) if levels else [name] * n
+        out += _fill(groups[name], n, levels[1:], tie) if levels else [name] * n
     return out

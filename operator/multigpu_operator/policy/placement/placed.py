@@ -181,7 +181,8 @@ def placed(
     if job.spec.mode is Mode.ELASTIC or not choice.domains:
         return where
     avoid = tuple(avoided)
-    pinned = hosts(pod, nodes, placement, choice.domains, occupancy or Occupancy(), avoid)
+    held = occupancy or Occupancy()
+    pinned = hosts(pod, nodes, placement, choice.domains, held, avoid, job.ref.uid or None)
     return replace(where, hosts=pinned)
 
 
