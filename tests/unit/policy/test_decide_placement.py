@@ -40,6 +40,16 @@ def placed_job(replicas: int = 2, **placement: Any) -> Any:
     )
 
 
+def elastic_job(replicas: int) -> Any:
+    return job(
+        "Elastic",
+        replicas=replicas,
+        gpusPerReplica=8,
+        elastic={"minReplicas": 1, "maxReplicas": 4},
+        placement={"topologyKey": RACK},
+    )
+
+
 def pinned_to(created: dict[str, Any]) -> str:
     terms = created["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
@@ -193,13 +203,7 @@ def test_no_other_rack_has_room_now_then_on_timeout_applies() -> None:
 
 
 def test_an_elastic_job_grows_inside_its_rack_and_says_when_it_must_wait() -> None:
-    elastic = job(
-        "Elastic",
-        replicas=3,
-        gpusPerReplica=8,
-        elastic={"minReplicas": 1, "maxReplicas": 4},
-        placement={"topologyKey": RACK},
-    )
+    elastic = elastic_job(3)
     previous = {"placement": {"topologyKey": RACK, "domains": [{"name": "r1", "pods": 1}]}}
     # r1 has 2 nodes, its running pod holds one: one more pod fits there, the third
     # waits there (Required).
@@ -246,13 +250,7 @@ def asked_for(created: dict[str, Any]) -> str | None:
 
 def test_an_elastic_job_is_pinned_to_its_domain_only() -> None:
     # torchrun's rendezvous gives an Elastic job's ranks: no node order to keep.
-    elastic = job(
-        "Elastic",
-        replicas=2,
-        gpusPerReplica=8,
-        elastic={"minReplicas": 1, "maxReplicas": 4},
-        placement={"topologyKey": RACK},
-    )
+    elastic = elastic_job(2)
     decision = decide(inputs(elastic, nodes=with_hosts(NODES)))
     assert [pinned_to(p) for p in decision.create_pods] == ["r1", "r1"]
     assert [asked_for(p) for p in decision.create_pods] == [None, None]
