@@ -204,7 +204,8 @@ def test_a_blocks_ranks_fill_the_fewest_racks_rack_by_rack(
     """A job of 6 pods at the block level with rankOrder [rack], alone: block b1 (three
     nodes taken) is the tightest fit; inside it the fewest racks are b1r1 (4 free nodes)
     and b1r0 (3 free, the tightest for the other 2, by name), and the replicas run rack by
-    rack, node by node: 0-1 on b1r0's free n1 and n2, 2-5 on b1r1's n0-n3."""
+    rack, node by node: 0-1 on two of b1r0's free n1-n3 (which two, the job's uid
+    decides), 2-5 on b1r1's n0-n3, each on the node it asked for."""
     item = {**job_manifest("block-6"), "spec": pool.spec(BLOCK, 6)}
     jobs.cluster.kubectl("apply", "-n", jobs.namespace, "-f", "-", stdin=json.dumps(item))
 
@@ -214,8 +215,12 @@ def test_a_blocks_ranks_fill_the_fewest_racks_rack_by_rack(
 
     pods = wait_for(bound, "the job's 6 pods bound", timeout=60, interval=0.5)
     pods.sort(key=lambda p: int(p.metadata.labels[LABEL_REPLICA_INDEX]))
-    expected = [(1, 0, 1), (1, 0, 2), (1, 1, 0), (1, 1, 1), (1, 1, 2), (1, 1, 3)]
-    assert [p.spec.node_name for p in pods] == [node_name(pool.name, *w) for w in expected]
+    ran = [p.spec.node_name for p in pods]
+    assert ran == [p.metadata.labels[LABEL_HOST] for p in pods]
+    free_in_r0 = [node_name(pool.name, 1, 0, n) for n in (1, 2, 3)]
+    assert ran[:2] == sorted(ran[:2]), ran
+    assert set(ran[:2]) < set(free_in_r0), ran
+    assert ran[2:] == [node_name(pool.name, 1, 1, n) for n in range(4)], ran
     placement = statuses(jobs)["block-6"]["placement"]
     assert [(d["name"], d["pods"]) for d in placement["domains"]] == [("b1", 6)]
 
