@@ -232,3 +232,22 @@ def test_equal_nodes_are_ordered_for_each_job_by_its_uid() -> None:
     assert len(set(pairs.values())) > 1
     assert hosts(pod(8), rack, BY_RACK, (("b0r0", 2),), Occupancy(), salt="job-a") == pairs["job-a"]
     assert hosts(pod(8), rack, BY_RACK, (("b0r0", 2),), Occupancy()) == ("h-a0", "h-a1")
+
+
+def test_a_node_named_as_its_host_counts_the_jobs_own_pod_once() -> None:
+    # Kubelets label a node with its own name: the job's pod bound there is left out once,
+    # so the node still holds one pod of 8 GPUs, not two.
+    rack = [node(f"a{i}", "b0r0") for i in range(3)]
+    for n in rack:
+        n["metadata"]["labels"][HOSTNAME_LABEL] = n["metadata"]["name"]
+    bound = {
+        "metadata": {"ownerReferences": [{"uid": "mine"}], "labels": {LABEL_DOMAIN: "b0r0"}},
+        "spec": {
+            "nodeName": "a0",
+            "containers": [{"name": "t", "resources": {"limits": {GPU: "8"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    held = occupancy([bound], own_uid="mine")
+    assert hosts(pod(8), rack, BY_RACK, (("b0r0", 3),), held) == ("a0", "a1", "a2")
+    assert hosts(pod(8), rack, BY_RACK, (("b0r0", 4),), held) == (None,) * 4

@@ -68,10 +68,10 @@ def hosts(
         if key in labels:
             room = room_now(node, requests, occupancy, own=False)
             by_domain.setdefault(str(labels[key]), []).append(Member(labels, room))
+    levels, tie = tuple(placement.rank_order or ()), _tie(salt)
     out: list[str | None] = []
     for domain, pods in assigned:
-        levels = tuple(placement.rank_order or ())
-        filled = _fill(by_domain.get(domain, []), pods, levels, _tie(salt))
+        filled = _fill(by_domain.get(domain, []), pods, levels, tie)
         out += filled if len(filled) == pods else [None] * pods
     return tuple(out)
 

@@ -44,25 +44,24 @@ class Occupancy:
     # hostname label -> resource -> what pods given that node and not scheduled yet hold
     # there (their domain's `pinned` leaves them out)
     on_host: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
-    # What the job's own pods hold of the above, by node name or hostname label: the
-    # nodes its pods are given in rank order leave them out (hosts.py), so that pods
-    # created over several passes (names freed one by one) get the same order.
-    own: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    # What the job's own pods hold of `used` and `on_host`, keyed alike: the nodes its
+    # pods are given in rank order leave them out (hosts.py), so that pods created over
+    # several passes (names freed one by one) get the same order.
+    own_used: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    own_on_host: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
 
     def held(self, node: Mapping[str, Any], *, own: bool = True) -> Mapping[str, Decimal]:
         """What the pods bound or given to `node` hold there; without the job's own
         pods when `own` is False."""
-        meta = node["metadata"]
-        host = (meta.get("labels") or {}).get(HOSTNAME_LABEL)
-        keys = [meta["name"]] if host is None else [meta["name"], host]
+        name = node["metadata"]["name"]
+        host = (node["metadata"].get("labels") or {}).get(HOSTNAME_LABEL, "")
         total: dict[str, Decimal] = {}
-        for part in (self.used.get(keys[0], {}), *(self.on_host.get(k, {}) for k in keys[1:])):
-            for r, q in part.items():
-                total[r] = total.get(r, Decimal(0)) + q
+        parts = [(self.used.get(name, {}), 1), (self.on_host.get(host, {}), 1)]
         if not own:
-            for key in keys:
-                for r, q in self.own.get(key, {}).items():
-                    total[r] = total.get(r, Decimal(0)) - q
+            parts += [(self.own_used.get(name, {}), -1), (self.own_on_host.get(host, {}), -1)]
+        for part, sign in parts:
+            for r, q in part.items():
+                total[r] = total.get(r, Decimal(0)) + sign * q
         return total
 
 
@@ -82,7 +81,8 @@ def occupancy(
     exclusive: set[str] = set()
     full: set[str] = set()
     on_host: dict[str, dict[str, Decimal]] = {}
-    mine: dict[str, dict[str, Decimal]] = {}
+    own_used: dict[str, dict[str, Decimal]] = {}
+    own_on_host: dict[str, dict[str, Decimal]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         own = any(ref.get("uid") == own_uid for ref in meta.get("ownerReferences") or ())
@@ -100,12 +100,13 @@ def occupancy(
         host = labels.get(LABEL_HOST) or (spec.get("nodeSelector") or {}).get(HOSTNAME_LABEL)
         if node or host:
             where = str(node or host)
-            held = used.setdefault(where, {}) if node else on_host.setdefault(where, {})
-            owned = mine.setdefault(where, {}) if own else {}
-            for resource, amount in requests.items():
-                held[resource] = held.get(resource, Decimal(0)) + amount
-                if own:
-                    owned[resource] = owned.get(resource, Decimal(0)) + amount
+            counts = [used if node else on_host]
+            if own:
+                counts.append(own_used if node else own_on_host)
+            for count in counts:
+                held = count.setdefault(where, {})
+                for resource, amount in requests.items():
+                    held[resource] = held.get(resource, Decimal(0)) + amount
             if not node and domain and not own and _turned_away(pod):
                 full.add(domain)
         elif domain:
@@ -114,7 +115,14 @@ def occupancy(
             if not own and _turned_away(pod):
                 full.add(domain)
     return Occupancy(
-        used, pinned, frozenset(busy), frozenset(exclusive), frozenset(full), on_host, mine
+        used,
+        pinned,
+        frozenset(busy),
+        frozenset(exclusive),
+        frozenset(full),
+        on_host,
+        own_used,
+        own_on_host,
     )
 
 

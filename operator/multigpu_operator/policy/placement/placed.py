@@ -18,9 +18,10 @@ both ways.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from multigpu_operator.api.kueue_topology import TopologyAssignment
@@ -54,9 +55,16 @@ class Placed:
     changed: bool
     # Domains other than the chosen ones that hold the job now and were not tried.
     alternatives: tuple[str, ...] = ()
-    # The node (hostname label) of each replica index, in rank order (hosts.py); None
-    # or missing: left to the scheduler inside its domain.
-    hosts: tuple[str | None, ...] = ()
+    # Works out the node of each replica index (hosts.py), in a pass that creates pods.
+    nodes_given: Callable[[], tuple[str | None, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    @cached_property
+    def hosts(self) -> tuple[str | None, ...]:
+        """The node (hostname label) of each replica index, in rank order; None or
+        missing: left to the scheduler inside its domain."""
+        return self.nodes_given() if self.nodes_given else ()
 
     def domain_of(self, index: int) -> str | None:
         """The domain of replica `index` (ranks in the order of the domains)."""
@@ -177,13 +185,16 @@ def placed(
         and d.name not in chosen
         and d.name not in tried
     )
-    where = Placed(placement, choice, choice.domains != assigned, alternatives)
     if job.spec.mode is Mode.ELASTIC or not choice.domains:
-        return where
-    avoid = tuple(avoided)
-    held = occupancy or Occupancy()
-    pinned = hosts(pod, nodes, placement, choice.domains, held, avoid, job.ref.uid or None)
-    return replace(where, hosts=pinned)
+        return Placed(placement, choice, choice.domains != assigned, alternatives)
+    held, avoid = occupancy or Occupancy(), tuple(avoided)
+    return Placed(
+        placement,
+        choice,
+        choice.domains != assigned,
+        alternatives,
+        lambda: hosts(pod, nodes, placement, choice.domains, held, avoid, job.ref.uid or None),
+    )
 
 
 def admitted(

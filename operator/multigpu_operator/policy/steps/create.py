@@ -14,13 +14,15 @@ from multigpu_operator.policy.step import Observed, Outcome, Progress
 
 def missing_pods(seen: Observed, progress: Progress) -> Outcome:
     taken = {name_of(p) for p in seen.pods}
+    pods = [with_attempt(p, progress.attempt) for p in seen.desired.pods if name_of(p) not in taken]
+    if not pods:
+        return Outcome()
     if seen.placement is not None and any(seen.placement.hosts):
         # Pods given nodes in rank order are created together, once every name is free:
         # a pass that created some would give the rest nodes from a later look.
         wanted = {name_of(p) for p in seen.desired.pods}
         if any(name_of(p) in wanted and attempt_of(p) < progress.attempt for p in seen.pods):
             return Outcome()
-    pods = [with_attempt(p, progress.attempt) for p in seen.desired.pods if name_of(p) not in taken]
     if seen.avoided:
         pods = [kept_off(p, seen.avoided) for p in pods]
     if seen.placement is not None:
